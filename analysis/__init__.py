@@ -1,0 +1,1 @@
+"""Results folders to tables, figures and reports; never runs the emulator."""

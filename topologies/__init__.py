@@ -1,0 +1,1 @@
+"""Topology scripts, the network builder and the experiment runner."""
