@@ -250,8 +250,8 @@ def require(caps, feature):
 
 def report(caps):
     """Readable multi-line report of `caps`."""
-    lines = ['repronet capability report (%s)' % ('probed as root' if caps.root
-                                                 else 'NOT root: kernel probes skipped')]
+    how = 'probed as root' if caps.root else 'NOT root: kernel probes skipped'
+    lines = ['repronet capability report (%s)' % how]
     for feature in FEATURES:
         value = getattr(caps, feature)
         mark = 'yes' if value else 'no'
