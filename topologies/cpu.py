@@ -1,0 +1,153 @@
+"""Machine CPU sampler: flags runs where the CPU, not the emulated network, was the limit.
+
+An emulated network is only as faithful as the CPU that runs it: every host, switch, link
+daemon and node process shares the machine's cores, and a saturated CPU shows up as extra
+delay and lost throughput that the topology never asked for. Mininet-HiFi (Handigol et al.,
+"Reproducible Network Experiments Using Container-Based Emulation", CoNEXT 2012) therefore
+monitored the machine and trusted a run only while the CPU kept spare capacity; we use the
+same bar, **at least 35 % idle**:
+
+* a sample is *over* when the whole machine was busy for more than ``threshold`` = 0.65 of
+  the interval (less than 35 % idle);
+* a run is ``saturated`` when more than ``max_over_fraction`` = 5 % of its samples are over
+  (one short burst, such as process start-up, does not condemn a run).
+
+Busy time comes from ``/proc/stat``: busy = total - idle - iowait over one interval, per
+core and for the machine (``steal`` counts as busy: the VM's CPU was taken away). A core
+pinned at 100 % while the machine average stays low (a single-threaded bottleneck such as
+a delay daemon) is reported separately as ``core_over_fraction`` (samples with any core
+above ``core_threshold`` = 0.95); it does not set ``saturated``, it is a hint.
+
+``CpuMonitor`` samples in a daemon thread; it is a context manager, or use
+``start()``/``stop()``. Samples are kept in memory and, if ``path`` is given, appended as
+JSON lines ``{"t", "busy", "steal", "cores"}`` (``t`` is wall-clock seconds).
+"""
+
+import json
+import threading
+import time
+
+THRESHOLD = 0.65            # busy fraction above which a sample is over (35 % idle bar)
+MAX_OVER_FRACTION = 0.05    # fraction of over samples above which a run is saturated
+CORE_THRESHOLD = 0.95       # busy fraction of one core counted as pinned
+
+
+def read_stat(path='/proc/stat'):
+    """Return {'cpu': (total, idle, steal), 'cpu0': ...} from /proc/stat jiffies."""
+    counters = {}
+    with open(path) as handle:
+        for line in handle:
+            if not line.startswith('cpu'):
+                break
+            name, *fields = line.split()
+            values = [int(v) for v in fields[:8]] + [0] * (8 - len(fields[:8]))
+            # user nice system idle iowait irq softirq steal; guest is inside user/nice.
+            total = sum(values)
+            counters[name] = (total, values[3] + values[4], values[7])
+    return counters
+
+
+def _busy(before, after):
+    """(busy fraction, steal fraction) between two (total, idle, steal) readings."""
+    total = after[0] - before[0]
+    if total <= 0:
+        return 0.0, 0.0
+    idle = after[1] - before[1]
+    return (min(1.0, max(0.0, 1.0 - idle / total)),
+            min(1.0, max(0.0, (after[2] - before[2]) / total)))
+
+
+class CpuMonitor:
+    """Sample machine and per-core CPU utilization every `interval` seconds."""
+
+    def __init__(self, interval=0.5, path=None, threshold=THRESHOLD,
+                 max_over_fraction=MAX_OVER_FRACTION, core_threshold=CORE_THRESHOLD):
+        if interval <= 0:
+            raise ValueError('interval must be positive, got %r' % (interval,))
+        if not 0 < threshold <= 1:
+            raise ValueError('threshold is a busy fraction in (0, 1], got %r' % (threshold,))
+        self.interval = interval
+        self.path = path
+        self.threshold = threshold
+        self.max_over_fraction = max_over_fraction
+        self.core_threshold = core_threshold
+        self.samples = []
+        self.core_names = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._handle = None
+
+    def start(self):
+        """Start sampling in a background thread."""
+        if self._thread is not None:
+            raise RuntimeError('CpuMonitor already started')
+        first = read_stat()
+        self.core_names = sorted((n for n in first if n != 'cpu'), key=lambda n: int(n[3:]))
+        if self.path is not None:
+            self._handle = open(self.path, 'a')
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, args=(first,),
+                                        name='repronet-cpu', daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        """Stop sampling, wait for the thread and close the log file."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _loop(self, before):
+        """Take one sample per interval until stopped."""
+        while not self._stop.wait(self.interval):
+            after = read_stat()
+            busy, steal = _busy(before['cpu'], after['cpu'])
+            cores = [round(_busy(before[n], after[n])[0], 4) if n in before and n in after
+                     else None for n in self.core_names]
+            sample = {'t': round(time.time(), 3), 'busy': round(busy, 4),
+                      'steal': round(steal, 4), 'cores': cores}
+            with self._lock:
+                self.samples.append(sample)
+            if self._handle is not None:
+                self._handle.write(json.dumps(sample) + '\n')
+                self._handle.flush()
+            before = after
+
+    def summary(self):
+        """Mean/max utilization and the saturation verdict over the samples so far."""
+        with self._lock:
+            samples = list(self.samples)
+        result = {'samples': len(samples), 'interval': self.interval, 'cores': self.core_names,
+                  'threshold': self.threshold, 'max_over_fraction': self.max_over_fraction,
+                  'core_threshold': self.core_threshold, 'mean': None, 'max': None,
+                  'core_mean': [], 'core_max': [], 'over_fraction': None,
+                  'core_over_fraction': None, 'steal_mean': None, 'saturated': False}
+        if not samples:
+            return result
+        busy = [s['busy'] for s in samples]
+        per_core = list(zip(*[s['cores'] for s in samples]))
+        core_values = [[v for v in col if v is not None] for col in per_core]
+        result.update(
+            mean=round(sum(busy) / len(busy), 4),
+            max=max(busy),
+            core_mean=[round(sum(c) / len(c), 4) if c else None for c in core_values],
+            core_max=[max(c) if c else None for c in core_values],
+            over_fraction=round(sum(b > self.threshold for b in busy) / len(busy), 4),
+            core_over_fraction=round(sum(
+                any(v is not None and v > self.core_threshold for v in s['cores'])
+                for s in samples) / len(samples), 4),
+            steal_mean=round(sum(s['steal'] for s in samples) / len(samples), 4))
+        result['saturated'] = result['over_fraction'] > self.max_over_fraction
+        return result
