@@ -1,0 +1,117 @@
+"""Shared test machinery: the `root` tier and the machine-wide Mininet lock.
+
+Tests marked ``@pytest.mark.root`` build real Mininet networks, so they need root, Debian's
+Mininet (importable by this interpreter: run pytest with /usr/bin/python3) and a running
+Open vSwitch. Where that is missing they are skipped with the reason, except in CI
+(``CI=true``): CI exists to run them, so there a missing requirement FAILS the test instead
+of letting a green run hide that nothing was emulated.
+
+Two emulations on one machine share its CPUs, interface names and OVS, so every root test
+holds the machine-wide lock ``/run/repronet.lock`` (``fcntl.flock``, the same lock the
+runner and ad-hoc ``flock /run/repronet.lock CMD`` use). While a test holds it,
+``REPRONET_LOCK_HELD=1`` is set in the environment: an experiment the test starts (in this
+process or as a child) must not take the lock again, or it would wait for its own parent
+forever; the runner checks that variable and that the lock is really held.
+"""
+
+import fcntl
+import os
+import time
+
+import pytest
+
+LOCK_PATH = '/run/repronet.lock'
+LOCK_ENV = 'REPRONET_LOCK_HELD'
+
+
+def in_ci():
+    """True when running under CI (CI=true/1/yes)."""
+    return os.environ.get('CI', '').strip().lower() in ('true', '1', 'yes')
+
+
+def root_missing():
+    """Why root tests cannot run here, or None when they can."""
+    if os.geteuid() != 0:
+        return 'needs root (run the tests as root or with sudo)'
+    try:
+        import mininet.net  # noqa: F401  (Debian's module, system interpreter only)
+    except ImportError:
+        return ('needs Mininet importable by this interpreter; run pytest with '
+                '/usr/bin/python3 after vagrant/provision.sh')
+    from topologies import capabilities
+    caps = capabilities.probe()
+    if not caps.ovs_user:
+        return 'needs Open vSwitch: ' + capabilities.explain('ovs_user', caps)
+    return None
+
+
+def pytest_report_header(config):
+    """Show the capability probe at the top of every test run."""
+    from topologies import capabilities
+    caps = capabilities.probe()
+    have = [f for f in capabilities.FEATURES if getattr(caps, f)]
+    return ['repronet capabilities (%s): %s' % ('root' if caps.root else 'not root',
+                                                ', '.join(have) or 'none'),
+            'CI mode: %s (missing root requirements fail instead of skip)' % in_ci()]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Skip (or, in CI, fail) root tests whose requirements are missing."""
+    if item.get_closest_marker('root') is None:
+        return
+    reason = root_missing()
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail('CI=true but this root test cannot run: ' + reason, pytrace=False)
+    pytest.skip(reason)
+
+
+class MachineLock:
+    """The machine-wide Mininet lock, held through one open file description."""
+
+    def __init__(self, path=LOCK_PATH):
+        self.path = path
+        self._fd = None
+
+    def acquire(self, on_wait=None):
+        """Block until the lock is ours; call on_wait() once if we have to wait."""
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def release(self):
+        """Release the lock (closing the descriptor drops it)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+@pytest.fixture(autouse=True)
+def _machine_lock_for_root_tests(request, monkeypatch):
+    """Hold /run/repronet.lock for the whole of each root test."""
+    if request.node.get_closest_marker('root') is None:
+        yield
+        return
+    reporter = request.config.pluginmanager.get_plugin('terminalreporter')
+
+    def on_wait():
+        if reporter is not None:
+            reporter.write_line('\n[repronet] %s is held by another Mininet run; waiting'
+                                % LOCK_PATH)
+    lock = MachineLock()
+    started = time.monotonic()
+    lock.acquire(on_wait)
+    waited = time.monotonic() - started
+    if waited > 1 and reporter is not None:
+        reporter.write_line('[repronet] got %s after %.0f s' % (LOCK_PATH, waited))
+    monkeypatch.setenv(LOCK_ENV, '1')
+    try:
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,83 @@
+"""CPU sampler: sees a busy core, logs JSON lines, stops cleanly, judges saturation."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from topologies import cpu
+from topologies.cpu import CpuMonitor
+
+
+def test_read_stat_has_machine_and_cores():
+    counters = cpu.read_stat()
+    assert 'cpu' in counters
+    cores = [name for name in counters if name != 'cpu']
+    assert 1 <= len(cores) <= os.cpu_count()
+    total, idle, steal = counters['cpu']
+    assert total >= idle >= 0 and steal >= 0
+
+
+def test_busy_loop_raises_its_core(tmp_path):
+    core = min(os.sched_getaffinity(0))
+    log = tmp_path / 'cpu.jsonl'
+    burner = subprocess.Popen([sys.executable, '-c', 'while True: pass'])
+    try:
+        os.sched_setaffinity(burner.pid, {core})
+        time.sleep(0.3)  # let the burner reach its loop before sampling
+        with CpuMonitor(interval=0.2, path=str(log)) as monitor:
+            time.sleep(1.5)
+    finally:
+        burner.kill()
+        burner.wait()
+    summary = monitor.summary()
+    index = monitor.core_names.index('cpu%d' % core)
+    # A spinning process keeps its core busy whatever else runs there.
+    assert summary['core_mean'][index] >= 0.7
+    assert summary['samples'] >= 3
+    assert summary['mean'] >= 0.5 / os.cpu_count()
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert lines == monitor.samples
+    assert all(set(s) == {'t', 'busy', 'steal', 'cores'} for s in lines)
+
+
+def test_stop_is_clean_and_final():
+    monitor = CpuMonitor(interval=0.05).start()
+    time.sleep(0.3)
+    monitor.stop()
+    assert not any(t.name == 'repronet-cpu' and t.is_alive() for t in threading.enumerate())
+    count = len(monitor.samples)
+    assert count >= 1
+    time.sleep(0.2)
+    assert len(monitor.samples) == count
+    monitor.stop()  # stopping twice is harmless
+    monitor.start()
+    with pytest.raises(RuntimeError, match='already started'):
+        monitor.start()
+    monitor.stop()
+
+
+def test_summary_applies_the_35_percent_idle_bar():
+    monitor = CpuMonitor()
+    assert monitor.summary()['samples'] == 0 and not monitor.summary()['saturated']
+    monitor.samples = [{'t': i, 'busy': b, 'steal': 0.0, 'cores': [b, 0.99 if b > 0.9 else b]}
+                       for i, b in enumerate([0.2] * 18 + [0.7, 0.95])]
+    summary = monitor.summary()
+    assert summary['threshold'] == 0.65
+    assert summary['over_fraction'] == pytest.approx(0.1)
+    assert summary['saturated'] is True           # 10 % over > 5 % allowed
+    assert summary['core_over_fraction'] == pytest.approx(0.05)
+    assert summary['max'] == 0.95
+    monitor.samples = monitor.samples[:18] + [{'t': 19, 'busy': 0.7, 'steal': 0.0,
+                                               'cores': [0.7, 0.7]}] + monitor.samples[:1]
+    assert monitor.summary()['saturated'] is False  # 1 of 20 over: exactly 5 %, allowed
+
+
+@pytest.mark.parametrize('kwargs', [{'interval': 0}, {'threshold': 1.5}])
+def test_bad_arguments_are_refused(kwargs):
+    with pytest.raises(ValueError):
+        CpuMonitor(**kwargs)
