@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# repronet's one install path: Debian 12 (bookworm) or Ubuntu 22.04+ (universe enabled).
+#
+#   bash vagrant/provision.sh            set up: packages, Open vSwitch, link-delay daemon,
+#                                        project importable by /usr/bin/python3, capability report
+#   bash vagrant/provision.sh --test     set up, then run the test suite
+#   bash vagrant/provision.sh --run      set up, then run the main experiment at default size
+#   bash vagrant/provision.sh --run -- --scale smoke    (arguments after -- go to the experiment)
+#
+# Idempotent: apt runs only when a package is missing, OVS is started only when it is not
+# running, the .pth file is rewritten only when it points elsewhere, make rebuilds only what
+# changed. Runs as root, or re-executes itself with sudo. Never interactive.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY=/usr/bin/python3
+OVS_CTL=/usr/share/openvswitch/scripts/ovs-ctl
+PACKAGES=(
+    mininet openvswitch-switch
+    python3-os-ken python3-scapy python3-numpy python3-pandas python3-matplotlib
+    python3-seaborn python3-pytest python3-pytest-timeout python3-setuptools python3-pip
+    python-is-python3
+    iperf3 iptables ethtool bridge-utils cgroup-tools iproute2 iputils-ping procps psmisc
+    kmod util-linux tcpdump git
+    gcc make libc6-dev pkg-config libnetfilter-queue-dev
+)
+
+usage() {
+    sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+ARGS=("$@")
+DO_TEST=0
+DO_RUN=0
+EXTRA=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --test) DO_TEST=1 ;;
+        --run) DO_RUN=1 ;;
+        -h|--help) usage; exit 0 ;;
+        --) shift; EXTRA=("$@"); break ;;
+        *) echo "provision.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        exec sudo --preserve-env=CI,DEBIAN_FRONTEND bash "${BASH_SOURCE[0]}" \
+            ${ARGS[@]+"${ARGS[@]}"}
+    fi
+    echo "provision.sh: needs root (run it as root, or install sudo)" >&2
+    exit 1
+fi
+
+START=$SECONDS
+step() { printf '\n== [%3ds] %s\n' "$((SECONDS - START))" "$*"; }
+
+# ---- packages ---------------------------------------------------------------------------
+step "packages"
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "provision.sh: needs apt-get (Debian 12 or Ubuntu 22.04+)" >&2
+    exit 1
+fi
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    status=$(dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null || true)
+    [ "$status" = "install ok installed" ] || missing+=("$pkg")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "all ${#PACKAGES[@]} packages already installed"
+else
+    echo "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+        "${missing[@]}"
+fi
+
+# ---- Open vSwitch -----------------------------------------------------------------------
+step "Open vSwitch"
+ovs_running() {
+    ovs-vsctl --timeout=5 show >/dev/null 2>&1 &&
+        ovs-appctl -T 5 -t ovs-vswitchd version >/dev/null 2>&1
+}
+if ovs_running; then
+    echo "already running"
+elif [ -d /run/systemd/system ]; then
+    systemctl enable --now openvswitch-switch
+else
+    # No systemd (containers, CI machines): start the daemons with OVS's own script. On a
+    # kernel without the openvswitch module it says so; the userspace datapath still works.
+    "$OVS_CTL" start --system-id=random || true
+fi
+if ! ovs_running; then
+    echo "provision.sh: Open vSwitch did not start (see above); --switch lxbr still works" >&2
+fi
+
+# ---- link-delay daemon --------------------------------------------------------------------
+step "link-delay daemon"
+if [ -f "$REPO/nodes/linkdelay/Makefile" ]; then
+    make -C "$REPO/nodes/linkdelay"
+else
+    echo "nodes/linkdelay/Makefile not present; nothing to build"
+fi
+
+# ---- make the checkout importable by the system interpreter ---------------------------------
+step "project importable by $PY"
+SITE="$("$PY" -c 'import site; print(site.getsitepackages()[0])')"
+PTH="$SITE/repronet.pth"
+mkdir -p "$SITE"
+if [ "$(cat "$PTH" 2>/dev/null)" = "$REPO" ]; then
+    echo "$PTH already points to $REPO"
+else
+    # Written in place (not renamed) so the file keeps its inode.
+    printf '%s\n' "$REPO" > "$PTH"
+    echo "wrote $PTH -> $REPO"
+fi
+# A script run as `python topologies/NAME.py` has topologies/ (not the repo) as sys.path[0];
+# check the import from elsewhere finds THIS checkout.
+(cd / && "$PY" - "$REPO" <<'EOF'
+import os, sys
+repo = sys.argv[1]
+sys.path = [p for p in sys.path if p not in ('', os.getcwd())]
+import topologies.capabilities
+found = os.path.dirname(os.path.dirname(os.path.abspath(topologies.capabilities.__file__)))
+if os.path.realpath(found) != os.path.realpath(repo):
+    sys.exit('provision.sh: import topologies finds %s, not %s' % (found, repo))
+print('import topologies -> %s' % found)
+EOF
+)
+
+# ---- what this host can do -----------------------------------------------------------------
+step "capabilities"
+(cd "$REPO" && "$PY" -m topologies.capabilities)
+step "setup done"
+
+# ---- optional: tests / main experiment -------------------------------------------------------
+status=0
+if [ $DO_TEST = 1 ]; then
+    step "tests: $PY -m pytest tests"
+    # pytest exits 5 when it collected no tests: that is a failure here too.
+    (cd "$REPO" && "$PY" -m pytest tests -p no:cacheprovider --durations=15) || status=$?
+fi
+if [ $DO_RUN = 1 ]; then
+    main=topologies/dht8.py
+    [ -f "$REPO/$main" ] || main=topologies/smoke.py
+    if [ ! -f "$REPO/$main" ]; then
+        echo "provision.sh: neither topologies/dht8.py nor topologies/smoke.py exists" >&2
+        exit 1
+    fi
+    step "experiment: $PY $main ${EXTRA[*]:-}"
+    (cd "$REPO" && "$PY" "$main" ${EXTRA[@]+"${EXTRA[@]}"}) || status=$?
+fi
+step "finished (exit $status)"
+exit $status
