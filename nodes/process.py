@@ -1,0 +1,271 @@
+"""NodeProcess: one real process on an emulated host.
+
+Modelled on ipmininet's ``Daemon``: a process is a small object with a name,
+an argument list (never a shell string), its own log files, a readiness check
+and a stop that signals its own PID, never a name pattern.
+
+- stdout goes to ``logs/<name>.jsonl`` (JSON lines; a tool with another
+  output format names its own suffix, e.g. ``.json`` for ``iperf3 -J``),
+  stderr to ``logs/<name>.err``.  Both are plain files the process writes
+  directly, so nothing is lost if the runner dies.
+- Readiness is observed, never assumed with ``sleep``: ``LogReady`` waits for
+  a ``{"event": "ready"}`` line in the log; ``TcpReady`` waits until a TCP
+  port accepts a connection from inside the host's namespace (the probe runs
+  as a short process on that host); ``TcpListening`` waits until a socket in
+  the process's namespace listens on a port, without connecting to it.
+- Barrier: a node started with ``stdin`` open (``barrier=True``) reports ready
+  and then blocks on a ``go`` line, which ``go()`` writes.
+- ``stop()`` sends SIGTERM to the process group the process leads (Mininet's
+  ``mnexec -d`` and our local start both make it a session leader, so its
+  children go too), waits a grace period, then SIGKILL.
+
+``host`` is a Mininet node (``host.popen`` puts the process into the host's
+network namespace and, for ``CPULimitedHost``, its cgroup) or ``None`` to run
+on this machine directly, which is what the unit tests do.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+POLL = 0.02
+
+
+class NodeError(RuntimeError):
+    """A node process did not start, get ready or stop as expected."""
+
+
+class LogReady:
+    """Ready when the process's log has a JSON line with the given event."""
+
+    def __init__(self, event='ready'):
+        self.event = event
+        self._offset = 0
+        self._partial = b''
+
+    def check(self, node):
+        """Return True once the ready line has appeared in node's log."""
+        try:
+            with open(node.log_path, 'rb') as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return False
+        self._offset += len(data)
+        lines = (self._partial + data).split(b'\n')
+        self._partial = lines.pop()
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get('event') == self.event:
+                return True
+        return False
+
+    def __repr__(self):
+        return 'LogReady(%r)' % self.event
+
+
+_PROBE = ('import socket, sys\n'
+          's = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] '
+          'else socket.AF_INET)\n'
+          's.settimeout(0.5)\n'
+          'sys.exit(s.connect_ex((sys.argv[1], int(sys.argv[2]))))\n')
+
+
+class TcpReady:
+    """Ready when a TCP port accepts connections inside the node's host."""
+
+    def __init__(self, port, address='127.0.0.1'):
+        self.port = int(port)
+        self.address = address
+
+    def check(self, node):
+        """Return True if one connection attempt to the port succeeds."""
+        argv = [sys.executable, '-c', _PROBE, self.address, str(self.port)]
+        kwargs = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)
+        if node.host is None:
+            probe = subprocess.Popen(argv, **kwargs)
+        else:
+            probe = node.host.popen(argv, **kwargs)
+        try:
+            return probe.wait(timeout=5) == 0
+        except subprocess.TimeoutExpired:
+            probe.kill()
+            probe.wait()
+            return False
+
+    def __repr__(self):
+        return 'TcpReady(%d, %r)' % (self.port, self.address)
+
+
+class TcpListening:
+    """Ready when the node's network namespace has a TCP socket listening
+    on the port.  It reads ``/proc/<pid>/net/tcp{,6}``, which shows the
+    namespace of that process, so it needs no probe process and, unlike a
+    probe connection, is invisible to the server (``iperf3 -s -1`` would
+    take a probe connection for its one test)."""
+
+    def __init__(self, port):
+        self.port = int(port)
+
+    def check(self, node):
+        """Return True if a socket in node's namespace listens on the port."""
+        port = ':%04X' % self.port
+        for table in ('tcp', 'tcp6'):
+            try:
+                with open('/proc/%d/net/%s' % (node.pid, table)) as f:
+                    next(f, None)
+                    for line in f:
+                        fields = line.split()
+                        if fields[1].endswith(port) and fields[3] == '0A':
+                            return True
+            except (OSError, IndexError):
+                continue
+        return False
+
+    def __repr__(self):
+        return 'TcpListening(%d)' % self.port
+
+
+class NodeProcess:
+    """One real process on an emulated host, with its logs and lifecycle."""
+
+    def __init__(self, host, name, argv, log_dir, ready=None, barrier=False,
+                 suffix='.jsonl', env=None, cwd=None):
+        if not name or '/' in name or name.startswith('.'):
+            raise ValueError('bad node name %r' % (name,))
+        if isinstance(argv, str) or not argv:
+            raise ValueError('argv must be a non-empty list, not %r' % (argv,))
+        self.host = host
+        self.name = name
+        self.argv = [str(a) for a in argv]
+        self.ready = ready
+        self.barrier = barrier
+        self.env = env
+        self.cwd = cwd
+        self.log_path = os.path.join(str(log_dir), name + suffix)
+        self.err_path = os.path.join(str(log_dir), name + '.err')
+        self.popen = None
+        self.started_at = None
+
+    @property
+    def pid(self):
+        """Return the process id, or None before start()."""
+        return self.popen.pid if self.popen else None
+
+    @property
+    def returncode(self):
+        """Return the exit status, or None while running (or not started)."""
+        return self.popen.poll() if self.popen else None
+
+    def start(self):
+        """Start the process with stdout/stderr going to its log files."""
+        if self.popen is not None:
+            raise NodeError('%s was already started' % self.name)
+        stdin = subprocess.PIPE if self.barrier else subprocess.DEVNULL
+        with open(self.log_path, 'wb') as out, \
+                open(self.err_path, 'wb') as err:
+            kwargs = dict(stdin=stdin, stdout=out, stderr=err, cwd=self.cwd)
+            if self.env is not None:
+                kwargs['env'] = self.env
+            try:
+                if self.host is None:
+                    self.popen = subprocess.Popen(
+                        self.argv, start_new_session=True, **kwargs)
+                else:
+                    self.popen = self.host.popen(self.argv, **kwargs)
+            except OSError as e:
+                raise NodeError('%s: cannot start %s: %s'
+                                % (self.name, self.argv[0], e))
+        self.started_at = time.time()
+        return self
+
+    def wait_ready(self, timeout=30):
+        """Block until the readiness check passes; raise NodeError if not."""
+        if self.ready is None:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.ready.check(self):
+                return
+            code = self.returncode
+            if code is not None:
+                raise NodeError('%s exited with status %s before it was ready'
+                                '%s' % (self.name, code, self._err_tail()))
+            if time.monotonic() > deadline:
+                raise NodeError('%s was not ready (%r) after %gs%s' % (
+                    self.name, self.ready, timeout, self._err_tail()))
+            time.sleep(POLL)
+
+    def go(self):
+        """Release a node blocked on the barrier (write 'go' to its stdin)."""
+        if not self.barrier:
+            raise NodeError('%s was not started with barrier=True' % self.name)
+        try:
+            self.popen.stdin.write(b'go\n')
+            self.popen.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise NodeError('%s: stdin closed before go (status %s)%s' % (
+                self.name, self.returncode, self._err_tail()))
+
+    def wait(self, timeout=None):
+        """Wait for the process to exit and return its status."""
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise NodeError('%s still running after %ss' % (self.name, timeout))
+
+    def stop(self, grace=5.0):
+        """Stop the process: SIGTERM, then SIGKILL after grace seconds."""
+        if self.popen is None:
+            return None
+        if self.popen.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.popen.wait()
+        else:
+            # The leader exited; children it left in its group still go.
+            self._signal(signal.SIGKILL, group_only=True)
+        if self.popen.stdin:
+            try:
+                self.popen.stdin.close()
+            except OSError:
+                pass
+        return self.popen.returncode
+
+    def _signal(self, signum, group_only=False):
+        """Signal our process group if we lead one, else our own PID."""
+        pid = self.popen.pid
+        try:
+            os.killpg(pid, signum)
+            return
+        except (ProcessLookupError, PermissionError):
+            pass
+        if not group_only:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def _err_tail(self, lines=5):
+        """Return the last lines of stderr, for error messages."""
+        try:
+            with open(self.err_path, 'rb') as f:
+                tail = f.read().decode(errors='replace').strip()
+        except OSError:
+            return ''
+        if not tail:
+            return ''
+        return '; stderr: ' + ' | '.join(tail.splitlines()[-lines:])
+
+    def __repr__(self):
+        return 'NodeProcess(%r, pid=%s)' % (self.name, self.pid)

@@ -1,0 +1,245 @@
+"""Topo -> a started Mininet network, and a teardown that leaves nothing behind.
+
+The builder chooses the classes Mininet is handed (dependency injection by
+class, as Mininet itself is designed) and records every choice for the
+manifest, so a results folder says which switch, datapath, controller and link
+mechanism produced its numbers:
+
+- switch: ``lxbr`` -> ``LinuxBridge`` (no controller, fastest on a small
+  machine); ``ovs`` -> ``OVSBridge`` (OVS in standalone mode, its own MAC
+  learning, no controller); ``osken`` -> ``OVSSwitch`` speaking OpenFlow 1.3 to
+  our os-ken controller (``topologies.controller.OsKenController``), which
+  also logs per-port counters.
+- datapath (OVS only): ``auto`` picks the kernel datapath when the host has the
+  openvswitch module, else the userspace (netdev) one; asking for ``kernel``
+  where it is missing fails with the sentence from ``capabilities.explain``.
+- userspace datapath + veth: TCP breaks unless checksum/segmentation offload
+  is off on the hosts' interfaces (packets leave the veth with partial
+  checksums that nothing completes), so the builder turns ``tx``, ``tso`` and
+  ``gso`` off on every host interface right after start and records it.
+- hosts: ``CPULimitedHost`` as soon as any host in the topology has ``cpu=``.
+- links: ``topologies.linkemu.plan`` validates every link before anything
+  starts; its ``link_class`` goes to Mininet and ``install(net)`` runs after
+  ``net.start()``.
+
+``Network.stop()`` is idempotent and tolerant: each teardown step runs even if
+an earlier one failed, and the errors are collected and re-raised at the end.
+"""
+
+import functools
+import subprocess
+
+from mininet.net import Mininet
+from mininet.node import CPULimitedHost, Host, OVSBridge, OVSSwitch
+from mininet.nodelib import LinuxBridge
+
+from topologies import capabilities
+
+try:
+    from topologies import linkemu
+except ImportError:     # until topologies/linkemu.py lands: bandwidth only
+    linkemu = None
+
+OFFLOADS = ('tx', 'tso', 'gso')
+
+
+class NetworkError(RuntimeError):
+    """The network could not be built as asked (one clear sentence)."""
+
+
+def choose_datapath(switch, datapath, caps):
+    """Return 'kernel', 'user' or None (no OVS) for the asked switch/datapath."""
+    if switch == 'lxbr':
+        return None
+    if not caps.ovs_user and not caps.ovs_kernel:
+        raise NetworkError(capabilities.explain('ovs_user', caps))
+    if datapath == 'kernel' and not caps.ovs_kernel:
+        raise NetworkError(capabilities.explain('ovs_kernel', caps))
+    if datapath == 'user' and not caps.ovs_user:
+        raise NetworkError(capabilities.explain('ovs_user', caps))
+    if datapath == 'auto':
+        return 'kernel' if caps.ovs_kernel else 'user'
+    return datapath
+
+
+def has_cpu_limits(topo):
+    """Return True if any host of the topology asks for a CPU fraction."""
+    return any(topo.nodeInfo(h).get('cpu') is not None for h in topo.hosts())
+
+
+class Network:
+    """A started Mininet network plus what was chosen to build it."""
+
+    def __init__(self, topo, switch='lxbr', datapath='auto', caps=None,
+                 controller_log=None, stats_interval=1.0, on_built=None):
+        self.topo = topo
+        self.switch = switch
+        self.caps = caps or capabilities.probe()
+        self.datapath = choose_datapath(switch, datapath, self.caps)
+        self.controller_log = controller_log
+        self.stats_interval = stats_interval
+        self.on_built = on_built
+        self.links = (linkemu.plan(topo, self.caps) if linkemu
+                      else _BandwidthOnly(topo))
+        self.net = None
+        self.controller = None
+        self.offloads_off = []
+        self._installed = False
+        self._stopped = False
+
+    def start(self):
+        """Build and start the network, then install link emulation."""
+        switch_cls, controller = self._switch_classes()
+        host_cls = CPULimitedHost if has_cpu_limits(self.topo) else Host
+        if host_cls is CPULimitedHost and not self.caps.cgroup_cpu:
+            raise NetworkError(capabilities.explain('cgroup_cpu', self.caps))
+        self.net = Mininet(topo=self.topo, switch=switch_cls, host=host_cls,
+                           link=self.links.link_class, controller=controller,
+                           autoSetMacs=True, build=False, waitConnected=False)
+        try:
+            self.net.build()
+        finally:
+            if self.on_built:
+                self.on_built(self)
+        self.controller = self.net.controllers[0] if self.net.controllers \
+            else None
+        self.net.start()
+        if self.on_built:
+            self.on_built(self)     # the controller has a PID only now
+        if self.switch == 'osken' and not self.net.waitConnected(timeout=30):
+            raise NetworkError('the OVS switches did not connect to the os-ken '
+                               'controller within 30 s; see its log in logs/')
+        if self.datapath == 'user':
+            self._offloads_off()
+        self.links.install(self.net)
+        self._installed = True
+        return self
+
+    def _switch_classes(self):
+        """Return (switch class, controller) for the chosen switch kind."""
+        if self.switch == 'lxbr':
+            return LinuxBridge, None
+        if self.switch == 'ovs':
+            return functools.partial(OVSBridge, datapath=self.datapath), None
+        if self.switch == 'osken':
+            if not self.caps.osken_manager:
+                raise NetworkError(capabilities.explain('osken_manager',
+                                                        self.caps))
+            from topologies.controller import OsKenController
+            controller = functools.partial(
+                OsKenController, stats_log=self.controller_log,
+                stats_interval=self.stats_interval)
+            switch = functools.partial(OVSSwitch, datapath=self.datapath,
+                                       protocols='OpenFlow13')
+            return switch, controller
+        raise NetworkError('unknown switch kind %r (lxbr, ovs or osken)'
+                           % (self.switch,))
+
+    def _offloads_off(self):
+        """Turn off checksum/segmentation offload on every host interface."""
+        for host in self.net.hosts:
+            for intf in host.intfList():
+                if intf.name == 'lo':
+                    continue
+                argv = ['ethtool', '-K', intf.name]
+                for feature in OFFLOADS:
+                    argv += [feature, 'off']
+                out, err, code = host.pexec(argv)
+                if code != 0:
+                    raise NetworkError('cannot turn offloads off on %s: %s'
+                                       % (intf.name, err.strip()))
+                self.offloads_off.append(intf.name)
+
+    def mechanisms(self):
+        """Return what was chosen, for the manifest."""
+        return {
+            'switch': self.switch,
+            'switch_class': {'lxbr': 'LinuxBridge', 'ovs': 'OVSBridge',
+                             'osken': 'OVSSwitch'}[self.switch],
+            'datapath': self.datapath,
+            'controller': type(self.controller).__name__
+            if self.controller else None,
+            'controller_pid': getattr(self.controller, 'pid', None),
+            'hosts': 'CPULimitedHost' if has_cpu_limits(self.topo) else 'Host',
+            'offloads_off': {'features': list(OFFLOADS),
+                             'interfaces': list(self.offloads_off)}
+            if self.offloads_off else None,
+            'links': self.links.records(),
+        }
+
+    def leftovers(self):
+        """Return what a crash would leave: pids, interfaces, bridges."""
+        if self.net is None:
+            return {'pids': [], 'intfs': [], 'bridges': [], 'ovs_bridges': []}
+        pids = [n.pid for n in self.net.hosts + self.net.switches if n.pid]
+        pids += [c.pid for c in self.net.controllers
+                 if getattr(c, 'pid', None)]
+        intfs = sorted({i.name for n in self.net.switches
+                        for i in n.intfList() if i.name != 'lo'})
+        names = [s.name for s in self.net.switches]
+        ovs = names if self.switch in ('ovs', 'osken') else []
+        bridges = names if self.switch == 'lxbr' else []
+        return {'pids': pids, 'intfs': intfs, 'bridges': bridges,
+                'ovs_bridges': ovs}
+
+    def stop(self):
+        """Undo start(): link emulation, then the network; safe to repeat."""
+        if self._stopped:
+            return
+        self._stopped = True
+        errors = []
+        try:
+            self.links.stop()
+        except Exception as e:   # keep tearing down; report at the end
+            errors.append('link emulation: %s' % e)
+        if self.net is not None:
+            for node in self.net.hosts + self.net.switches:
+                # A signal during node.cmd() leaves the shell 'waiting';
+                # Mininet's stop would then refuse to talk to it.
+                if getattr(node, 'waiting', False):
+                    node.waiting = False
+            try:
+                self.net.stop()
+            except Exception as e:
+                errors.append('mininet: %s' % e)
+        if errors:
+            raise NetworkError('teardown incomplete: ' + '; '.join(errors))
+
+
+def ovs_bridges():
+    """Return the names of all OVS bridges (empty if OVS does not answer)."""
+    try:
+        out = subprocess.run(['ovs-vsctl', '--timeout=5', 'list-br'],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return out.stdout.split() if out.returncode == 0 else []
+
+
+class _BandwidthOnly:
+    """Stand-in for linkemu before it lands: TCLink with bw only."""
+
+    def __init__(self, topo):
+        from mininet.link import TCLink
+        self.link_class = TCLink
+        self._records = []
+        for a, b, info in topo.links(sort=True, withInfo=True):
+            extra = set(info) & {'delay', 'jitter', 'loss'}
+            if extra:
+                raise NetworkError('link %s-%s asks for %s, which needs '
+                                   'topologies/linkemu.py' % (
+                                       a, b, ', '.join(sorted(extra))))
+            self._records.append({'link': '%s-%s' % (a, b),
+                                  'bw': info.get('bw'),
+                                  'mechanism': 'htb' if info.get('bw')
+                                  else None})
+
+    def install(self, net):
+        """Nothing to install: TCLink configured tc at link creation."""
+
+    def records(self):
+        """Return one record per link."""
+        return list(self._records)
+
+    def stop(self):
+        """Nothing to undo."""

@@ -1,0 +1,102 @@
+"""One run, one results folder.
+
+A run writes everything it knows into a single folder so that the folder alone
+explains the numbers in it (the Flent idea of a self-describing result file):
+
+    RUN_DIR/manifest.json   what ran, with which parameters, on what, and how it ended
+    RUN_DIR/logs/           raw logs of every node process, untouched
+    RUN_DIR/tables/         tidy CSV derived from logs/ only (written by analysis)
+    RUN_DIR/figures/        PNG + PDF (written by analysis/figures.py)
+    RUN_DIR/report.md       short human summary (written by analysis)
+
+The manifest is written when the run starts (``status: running``) so that a
+run killed with SIGKILL still leaves a folder that says it never finished, and
+it is rewritten on every exit path with ``ended_at``, ``status`` (ok | failed |
+interrupted) and the error text.  Every write goes to a temporary file first
+and is renamed over the old one, so a reader never sees half a manifest.
+"""
+
+import datetime
+import json
+import os
+import pathlib
+
+STATUSES = ('running', 'ok', 'failed', 'interrupted')
+
+
+def utc_now():
+    """Return the current UTC time as an ISO 8601 string with seconds."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.isoformat(timespec='milliseconds').replace('+00:00', 'Z')
+
+
+def default_out(experiment):
+    """Return the default run folder: results/<experiment>-<UTC timestamp>."""
+    stamp = datetime.datetime.now(datetime.timezone.utc)
+    return os.path.join('results', '%s-%s' % (
+        experiment, stamp.strftime('%Y%m%dT%H%M%SZ')))
+
+
+def write_json(path, data):
+    """Write data as indented, key-sorted JSON atomically (temp file + rename)."""
+    path = pathlib.Path(path)
+    tmp = path.with_name('.' + path.name + '.tmp')
+    with open(tmp, 'w') as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
+        f.write('\n')
+    os.replace(tmp, path)
+
+
+def read_manifest(run_dir):
+    """Return the manifest of a results folder as a dict."""
+    with open(pathlib.Path(run_dir) / 'manifest.json') as f:
+        return json.load(f)
+
+
+class ResultsFolder:
+    """A results folder with its manifest, created fresh for one run."""
+
+    def __init__(self, path):
+        self.path = pathlib.Path(path)
+        if (self.path / 'manifest.json').exists():
+            raise FileExistsError(
+                '%s already holds a run (manifest.json exists); '
+                'choose another --out' % self.path)
+        self.logs = self.path / 'logs'
+        self.tables = self.path / 'tables'
+        self.figures = self.path / 'figures'
+        self.report = self.path / 'report.md'
+        for d in (self.path, self.logs, self.tables, self.figures):
+            d.mkdir(parents=True, exist_ok=True)
+        self.manifest = {}
+
+    def start(self, experiment, params, seed, argv, **fields):
+        """Write the first manifest: status running, with what is known now."""
+        self.manifest = dict(fields)
+        self.manifest.update(
+            experiment=experiment, params=dict(params), seed=seed,
+            argv=list(argv), started_at=utc_now(), ended_at=None,
+            status='running', error=None)
+        self._write()
+
+    def update(self, **fields):
+        """Merge fields into the manifest and rewrite it."""
+        self.manifest.update(fields)
+        self._write()
+
+    def finish(self, status, error=None, **fields):
+        """Close the manifest with ended_at, status and the error text."""
+        if status not in STATUSES[1:]:
+            raise ValueError('status must be ok, failed or interrupted, '
+                             'not %r' % (status,))
+        self.manifest.update(fields)
+        self.manifest.update(status=status, error=error, ended_at=utc_now())
+        self._write()
+
+    def log_path(self, name, suffix='.jsonl'):
+        """Return the path of a raw log file in logs/."""
+        return self.logs / (name + suffix)
+
+    def _write(self):
+        """Write the manifest atomically."""
+        write_json(self.path / 'manifest.json', self.manifest)

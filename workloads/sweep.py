@@ -1,0 +1,93 @@
+"""Sweep points: cross products of parameter lists times repetitions.
+
+A sweep is declared as data, ``{'rate': [10, 20], 'size': [1, 4]}``, and
+expanded into points in a fixed order: the cross product in the order the
+keys were given (last key varies fastest), repeated ``repeat`` times with the
+repetition as the OUTER loop.  Repetition-outer means one repetition of every
+point finishes before the next starts, so slow drift of a shared machine
+spreads over all points instead of biasing the last ones.
+
+Every point gets its own seed, derived from the base ``--seed``, the point's
+parameter values and its repetition number with SHA-256.  It does not depend
+on the point's position, so adding a value to one list leaves the seeds of the
+existing points unchanged, and the same command line always gives the same
+seeds on any machine (Python's ``hash()`` is salted per process; SHA-256 is not).
+
+``Progress`` prints one line per finished point with elapsed time and ETA.  It
+writes plain lines (no carriage returns), so it reads the same in a terminal,
+a pipe and a CI log.
+"""
+
+import hashlib
+import itertools
+import json
+import sys
+import time
+
+
+def derive_seed(seed, values, repetition):
+    """Return a reproducible 31-bit seed for one point."""
+    text = json.dumps([seed, sorted(values.items()), repetition],
+                      sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:4], 'big') & 0x7fffffff
+
+
+def expand(grid, repeat=1, seed=1):
+    """Return the list of point dicts for a grid of lists times repeat."""
+    if repeat < 1:
+        raise ValueError('repeat must be at least 1, not %r' % (repeat,))
+    keys = list(grid)
+    for key in keys:
+        if key in ('point', 'repetition', 'seed'):
+            raise ValueError('%r is reserved for the sweep itself' % key)
+        if isinstance(grid[key], (str, bytes)) or not hasattr(
+                grid[key], '__iter__'):
+            raise ValueError('sweep values for %r must be a list' % key)
+    combos = list(itertools.product(*(list(grid[k]) for k in keys)))
+    points = []
+    for repetition in range(repeat):
+        for combo in combos:
+            values = dict(zip(keys, combo))
+            point = dict(values)
+            point.update(point=len(points), repetition=repetition,
+                         seed=derive_seed(seed, values, repetition))
+            points.append(point)
+    return points
+
+
+def describe(point):
+    """Return a short 'key=value ...' text for a point (without its seed)."""
+    return ' '.join('%s=%s' % (k, v) for k, v in point.items()
+                    if k not in ('point', 'seed'))
+
+
+def format_duration(seconds):
+    """Return seconds as H:MM:SS."""
+    seconds = int(round(max(seconds, 0)))
+    return '%d:%02d:%02d' % (seconds // 3600, seconds // 60 % 60, seconds % 60)
+
+
+class Progress:
+    """Prints one progress line per finished point: elapsed time and ETA."""
+
+    def __init__(self, total, stream=None, clock=time.monotonic):
+        self.total = total
+        self.done = 0
+        self.stream = stream or sys.stdout
+        self.clock = clock
+        self.started = clock()
+
+    def point_done(self, point, status='ok', result=None):
+        """Count one finished point and print its progress line."""
+        if isinstance(result, dict) and result:
+            status += ' ' + ' '.join('%s=%s' % kv for kv in result.items())
+        self.done += 1
+        elapsed = self.clock() - self.started
+        remaining = self.total - self.done
+        eta = elapsed / self.done * remaining
+        line = '[%d/%d] %s %s  elapsed %s  ETA %s' % (
+            self.done, self.total, describe(point), status,
+            format_duration(elapsed), format_duration(eta))
+        print(line, file=self.stream, flush=True)
+        return line
