@@ -1,0 +1,236 @@
+"""Link bandwidth, delay, jitter, loss and queue size on any kernel, never silently wrong.
+
+Links carry Mininet's TCLink keywords (``bw`` Mbit/s, ``delay``/``jitter`` strings with a unit,
+``loss`` percent, ``max_queue_size`` packets, per direction through ``params1``/``params2``).
+:func:`plan` checks every link before anything starts and picks a mechanism:
+
+``netem`` (kernel has ``sch_netem``)
+    Mininet's own :class:`TCLink`: HTB for ``bw`` with a netem leaf for delay, jitter, loss and
+    the queue limit, on each interface's egress. Only change: a ``tc`` error raises instead of
+    being printed and ignored.
+
+``linkdelay`` (no ``sch_netem``: this machine, CI, WSL2, minimal cloud kernels)
+    Bandwidth stays HTB on each interface's egress (a ``pfifo`` leaf carries ``max_queue_size``).
+    Delay, jitter and loss are applied once per path, at the *receiving* host's ingress: the
+    ``nodes/linkdelay`` daemon in each host namespace gets the packets from an
+    ``iptables -t raw PREROUTING -s SRC -j NFQUEUE`` rule per source host, holds each for the sum
+    of the link delays on the path source -> this host (plus one uniform jitter draw per link,
+    netem's default distribution), and drops with the compounded loss ``1 - prod(1 - p_i)``
+    from a seeded generator. Queueing delay at an HTB bottleneck adds to the held time, as it
+    does with netem under HTB.
+
+Why this mechanism (measured on this 2-core machine, kernel without netem; see
+``topologies/fidelity.py`` for the benchmark and its results folder):
+
+* holding packets at the *sender* (OUTPUT hook) throttles the sending socket: TCP reached
+  4.7 Mbit/s with a 10 ms hold; at the receiver's raw PREROUTING the same hold gave 1.2 Gbit/s
+  (ENVIRONMENT.md), so the hold is at the receiver, keyed by source address;
+* a Python NFQUEUE loop costs ~1 core per ~600 Mbit/s of full-size packets and sleeps with
+  millisecond granularity; the C daemon copies 40 bytes per packet, sleeps in ``ppoll`` with
+  1 ns timer slack and released packets LINKDELAY_LATE late on average (see fidelity report);
+* loss is drawn in the daemon rather than by ``iptables -m statistic``: one rule per source
+  either way, but the daemon's generator is seeded (reproducible drop pattern for a given packet
+  order) and its drop counts are logged next to the packet counts;
+* no ``sch_fq`` here, so BPF EDT timestamps cannot delay; TUN or AF_XDP would move every byte
+  through userspace, NFQUEUE moves 40 bytes and a verdict.
+
+Limits of ``linkdelay`` (``plan`` refuses topologies that break the first two):
+the graph must be loop-free with hosts as leaves (one path per host pair, no host forwarding);
+only IPv4 between emulated hosts is delayed (ARP, IPv6 and traffic to the root namespace are
+not); cross-traffic from sources with different path delays meets at a shared bottleneck in a
+different interleaving than with per-link delay, since every packet is delayed only at the end
+of its path; ``max_queue_size`` bounds the HTB queue only (netem's ``limit`` in Mininet also
+bounds packets in flight on the delayed link, a common surprise there).
+"""
+
+import dataclasses
+
+from mininet.link import Link, TCIntf
+
+from topologies.linkemu_params import LinkEmulationError, link_directions
+from topologies.linkemu_paths import check_forest, host_paths
+
+__all__ = ['LinkEmulationError', 'LinkEmulation', 'plan']
+
+MECHANISMS = ('auto', 'netem', 'linkdelay')
+
+
+class CheckedTCIntf(TCIntf):
+    """Mininet's TCIntf, but a failing tc command raises instead of printing '*** Error'."""
+
+    def config(self, **params):
+        """Configure like TCIntf and raise LinkEmulationError if tc complained."""
+        result = TCIntf.config(self, **params)
+        _raise_on_tc_error(self, result)
+        return result
+
+
+class ShapedIntf(TCIntf):
+    """HTB shaping and a pfifo queue bound only; delay, jitter and loss go to linkdelay."""
+
+    def config(self, bw=None, delay=None, jitter=None, loss=None, max_queue_size=None,
+               **params):
+        """Configure bw (HTB) and max_queue_size (pfifo leaf); ignore netem's keywords."""
+        result = TCIntf.config(self, bw=bw, **params)
+        _raise_on_tc_error(self, result)
+        if max_queue_size is not None:
+            parent = 'parent 5:1' if bw is not None else 'root'
+            out = self.tc(f'%s qdisc replace dev %s {parent} handle 10: pfifo '
+                          f'limit {int(max_queue_size)}')
+            if out.strip():
+                raise LinkEmulationError(
+                    f'interface {self}: tc could not set the pfifo queue of '
+                    f'{max_queue_size} packets: {out.strip()}')
+        return result
+
+
+def _raise_on_tc_error(intf, result):
+    """Raise if any tc output of a TCIntf.config result looks like an error."""
+    outputs = (result or {}).get('tcoutputs', []) if isinstance(result, dict) else []
+    bad = [o.strip() for o in outputs if o.strip() and
+           ('rror' in o or 'unknown' in o.lower() or 'illegal' in o.lower())]
+    if bad:
+        raise LinkEmulationError(f'interface {intf}: tc refused the configuration: {bad[0]}')
+
+
+class CheckedTCLink(Link):
+    """TCLink with CheckedTCIntf on both ends (the netem mechanism)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault('cls1', CheckedTCIntf)
+        kwargs.setdefault('cls2', CheckedTCIntf)
+        Link.__init__(self, *args, **kwargs)
+
+
+class ShapedLink(Link):
+    """Link with ShapedIntf on both ends (the linkdelay mechanism's shaping half)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault('cls1', ShapedIntf)
+        kwargs.setdefault('cls2', ShapedIntf)
+        Link.__init__(self, *args, **kwargs)
+
+
+@dataclasses.dataclass
+class _LinkPlan:
+    """One topology link with both directions checked."""
+
+    node1: str
+    node2: str
+    forward: object    # DirectionParams node1 -> node2
+    backward: object   # DirectionParams node2 -> node1
+
+
+class LinkEmulation:
+    """A checked plan: the Mininet link class to use, then install/records/stop."""
+
+    def __init__(self, mechanism, links, paths, seed):
+        self.mechanism = mechanism
+        self.links = links
+        self.paths = paths
+        self.seed = seed
+        self.link_class = CheckedTCLink if mechanism == 'netem' else ShapedLink
+        self._daemons = None
+
+    @property
+    def needs_daemons(self):
+        """True when some host pair needs delay, jitter or loss from linkdelay."""
+        return self.mechanism == 'linkdelay' and any(p.active for p in self.paths.values())
+
+    def install(self, net, log_dir=None):
+        """Start what the mechanism needs in the started network and check it is ready."""
+        if not self.needs_daemons:
+            return
+        from topologies.linkemu_daemon import DaemonSet
+        self._daemons = DaemonSet(self.paths, self.seed, log_dir)
+        try:
+            self._daemons.start(net)
+        except Exception:
+            self._daemons.stop()
+            raise
+
+    def daemon_stats(self):
+        """Per-host daemon counters and CPU seconds so far ({} without daemons)."""
+        return self._daemons.stats() if self._daemons else {}
+
+    def records(self):
+        """One dict per link for the manifest: endpoints, configured parameters, mechanism."""
+        out = []
+        for link in self.links:
+            for a, b, p in ((link.node1, link.node2, link.forward),
+                            (link.node2, link.node1, link.backward)):
+                out.append({'src': a, 'dst': b, **p.as_record(),
+                            'mechanism': self._direction_mechanism(p)})
+        return out
+
+    def _direction_mechanism(self, p):
+        """Name the mechanisms one direction uses, e.g. 'htb+linkdelay'."""
+        parts = []
+        if p.bw is not None:
+            parts.append('htb')
+        if p.max_queue_size is not None and self.mechanism == 'linkdelay':
+            parts.append('pfifo')
+        if p.needs_delay_or_loss or (p.max_queue_size is not None and self.mechanism == 'netem'):
+            parts.append(self.mechanism)
+        return '+'.join(parts) or 'none'
+
+    def stop(self):
+        """Undo install: remove iptables rules, stop own daemons (idempotent)."""
+        if self._daemons:
+            self._daemons.stop()
+
+
+def plan(topo, caps, seed=0, mechanism='auto'):
+    """Check every link of topo against caps and return a LinkEmulation, or raise."""
+    if mechanism not in MECHANISMS:
+        raise LinkEmulationError(f'link mechanism {mechanism!r} is not one of {MECHANISMS}.')
+    links = []
+    for n1, n2, info in topo.links(sort=True, withInfo=True):
+        forward, backward = link_directions(info, n1, n2)
+        links.append(_LinkPlan(n1, n2, forward, backward))
+    directions = [(lk, p) for lk in links for p in (lk.forward, lk.backward)]
+    wants_netem = [lk for lk, p in directions if p.needs_delay_or_loss]
+    wants_queue = [lk for lk, p in directions if p.max_queue_size is not None]
+    if any(p.bw is not None for _, p in directions) and not getattr(caps, 'htb', False):
+        first = next(lk for lk, p in directions if p.bw is not None)
+        raise LinkEmulationError(
+            f'link {first.node1}-{first.node2} asks for bw but this kernel has no sch_htb; '
+            f'remove bw or run on a kernel with HTB (the Vagrant VM has it).')
+    if mechanism == 'auto':
+        has_netem = getattr(caps, 'netem', False)
+        mechanism = 'netem' if has_netem or not (wants_netem or wants_queue) else 'linkdelay'
+    if mechanism == 'netem' and (wants_netem or wants_queue) and not getattr(caps, 'netem', False):
+        first = (wants_netem or wants_queue)[0]
+        raise LinkEmulationError(
+            f'link {first.node1}-{first.node2} asks for delay/jitter/loss/max_queue_size with '
+            f'mechanism netem but this kernel has no sch_netem; use mechanism auto or linkdelay.')
+    paths = {}
+    if mechanism == 'linkdelay':
+        paths = _plan_linkdelay(topo, links, caps, wants_netem)
+    return LinkEmulation(mechanism, links, paths, seed)
+
+
+def _plan_linkdelay(topo, links, caps, wants_netem):
+    """Check what linkdelay needs and return its per-host-pair PathSpecs."""
+    if not wants_netem:
+        return {}
+    first = wants_netem[0]
+    for feature in ('nfqueue',):
+        if not getattr(caps, feature, False):
+            raise LinkEmulationError(
+                f'link {first.node1}-{first.node2} asks for delay/jitter/loss, this kernel has '
+                f'no sch_netem and no NFQUEUE for the linkdelay fallback; run on a kernel with '
+                f'either (the Vagrant VM has netem) or remove delay, jitter and loss.')
+    hosts = sorted(topo.hosts())
+    edges = [(lk.node1, lk.node2) for lk in links]
+    reason = check_forest(topo.nodes(), edges, hosts)
+    if reason:
+        raise LinkEmulationError(
+            f'link {first.node1}-{first.node2} asks for delay/jitter/loss, this kernel has no '
+            f'sch_netem, and the linkdelay fallback cannot be used because {reason}; '
+            f'run on a kernel with sch_netem or make the topology a tree with hosts as leaves.')
+    directions = {}
+    for lk in links:
+        directions[(lk.node1, lk.node2)] = lk.forward
+        directions[(lk.node2, lk.node1)] = lk.backward
+    return host_paths(edges, directions, hosts)
