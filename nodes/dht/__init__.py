@@ -1,0 +1,51 @@
+"""DHT file-sharing index: sans-I/O protocol cores and their asyncio drivers.
+
+Reproduces the system of seed 000 (8 index servers each owning a hash partition of file
+names; peers register their shared folders, search, and download peer-to-peer).
+
+Modules
+    codec        wire protocol v1: length-prefixed frames, message table, incremental decoder
+    ring         consistent hashing with virtual nodes; owner + next R distinct servers
+    server_core  index store interface + REGISTER/UNREGISTER/SEARCH handling
+    client_core  batching by owner, request window (Channel), search failover (Lookup)
+    transfer     peer file transfer: GET name+offset, FILE header (size, sha256), raw bytes,
+                 resume from another holder, digest check
+    server.py, peer.py, client.py   asyncio drivers (the processes below)
+    bench_localhost.py              localhost benchmark against the seed's numbers
+
+Command lines (contract with topologies/dht8.py; changes are announced here)
+    python -m nodes.dht.server --name s1 --listen IP:PORT --servers s1=IP:PORT,s2=IP:PORT,...
+        [--replicas R] [--vnodes 100] [--max-frame BYTES]
+    python -m nodes.dht.peer --name p1 --listen IP:PORT --share DIR
+    python -m nodes.dht.client --name c1 --servers s1=IP:PORT,... [--replicas R]
+        --op register|unregister|search|download [--batch | --no-batch]
+        [--share DIR --advertise IP:PORT] [--names FILE] [--downloads DIR]
+        [--window W] [--barrier] [--timeout S] [--vnodes 100]
+
+    Every process: stdout is JSON lines, each record with `t` (wall clock, s) and `event`;
+    stderr has human-readable errors. Servers and peers print {"event": "ready", ...} once
+    listening (port 0 allowed: the record's `listen` has the bound address) and, on SIGTERM
+    or SIGINT, a {"event": "summary", ...} record of counters, then exit 0.
+
+    Client: connects to every server first; with --barrier prints {"event": "ready"} and
+    waits for a line `go` on stdin, so the timed part excludes process start and connection
+    setup. Then one record per operation:
+        {"t", "event": "op", "op", "name", "ok", "latency" (s), "server", "bytes", ...}
+    batched register/unregister: one record per message, with "files" (names in it) and
+    "name" = the first name; unbatched: one record per file (latency until all R+1 servers
+    acknowledged); search: "holders" (count); download: latency covers search + transfer,
+    "bytes" = file size, "holder", "resumes" when another holder finished the file;
+    failed operations carry "error". The op records are written after the timed part.
+    Last: {"event": "summary", "name", "op", "batch", "window", "replicas", "count" (files
+    or names handled), "ok", "failed", "elapsed" (s, the timed part), "bytes" (downloaded),
+    "messages_sent" (requests to servers + GETs to peers), "servers", "down"}.
+    Seed-style "ms per operation" = 1000 * elapsed / count. Exit status 0 only if every
+    operation succeeded (a search for a name nobody holds counts as failed).
+    Defaults: --batch, --replicas 0, --window 1 (one request in flight, as the seed),
+    --timeout 5.
+
+Replication: write-all, read-one. The client writes each entry to all R + 1 servers of
+the key's preference list and counts it done only when every one acknowledged; a search
+asks the owner and falls back along the preference list when a server fails or times out.
+Servers never talk to each other. Centralized variant: pass a single server in --servers.
+"""

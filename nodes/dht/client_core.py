@@ -1,0 +1,177 @@
+"""Client core: batching by owner, request windows, and search failover along the ring.
+
+Sans-I/O. `ClientCore` decides which servers a request goes to; `Channel` is the state of
+one persistent connection to one index server: it numbers requests, enforces the window
+(outstanding requests per connection; 1 = one request at a time, as in the seed), matches
+replies to requests by id and reports deadlines. The driver moves the bytes.
+
+Register modes, as in the seed report:
+- batched ("optimized"): the N names are grouped by the servers that store them (owner,
+  plus the next R servers with `--replicas R`) and each server gets one message, so N
+  files cost K messages for K servers (split only if a message would exceed the frame limit);
+- unbatched: one message per file per storing server.
+
+Writes go to all R + 1 servers of a key (write-all); a search asks the owner and, when the
+owner's connection fails or times out, the next server of the preference list (read-one
+with failover). A server that failed is marked down and tried last from then on, so one
+dead server costs one timeout, not one per request.
+"""
+
+from collections import OrderedDict
+
+from . import codec
+
+
+class ClientCore:
+    """Routing decisions of one client over a ring."""
+
+    def __init__(self, ring, replicas=0, max_frame=codec.MAX_FRAME):
+        if replicas < 0:
+            raise ValueError('replicas must be >= 0')
+        self.ring = ring
+        self.replicas = min(replicas, len(ring.servers) - 1)
+        self.max_frame = max_frame
+        self.down = set()
+
+    def storing(self, name):
+        """Return the servers that store name, owner first."""
+        return self.ring.replicas(name, self.replicas)
+
+    def batches(self, names):
+        """Group names by storing server: list of (server, tuple of names), one per server."""
+        groups = OrderedDict()
+        for name in names:
+            for server in self.storing(name):
+                groups.setdefault(server, []).append(name)
+        out = []
+        budget = self.max_frame // 2      # leave room for the address and headers
+        for server, group in groups.items():
+            part, size = [], 0
+            for name in group:
+                n = 2 + len(name.encode('utf-8'))
+                if part and size + n > budget:
+                    out.append((server, tuple(part)))
+                    part, size = [], 0
+                part.append(name)
+                size += n
+            out.append((server, tuple(part)))
+        return out
+
+    def unbatched(self, names):
+        """One operation per name: list of (name, servers that must acknowledge it)."""
+        return [(name, self.storing(name)) for name in names]
+
+    def candidates(self, name):
+        """Servers to ask for name, in preference order, servers marked down last."""
+        pref = self.storing(name)
+        return [s for s in pref if s not in self.down] + [s for s in pref if s in self.down]
+
+    def mark_down(self, server):
+        """Remember that server failed; later lookups try it last."""
+        self.down.add(server)
+
+    def mark_up(self, server):
+        """Remember that server answered again."""
+        self.down.discard(server)
+
+
+class Lookup:
+    """One search with failover: ask candidates in order until one answers."""
+
+    def __init__(self, name, candidates):
+        self.name = name
+        self._left = list(candidates)
+        self.failures = []
+        self.result = None
+
+    def next_server(self):
+        """Return the next server to ask, or None when every candidate failed."""
+        return self._left.pop(0) if self._left else None
+
+    def failed(self, server, reason):
+        """Record that server did not answer; the caller asks next_server()."""
+        self.failures.append('%s: %s' % (server, reason))
+
+    def answered(self, server, reply):
+        """Record a reply; return (ok, holders, error text)."""
+        if isinstance(reply, codec.Found):
+            self.result = (True, reply.holders, None)
+        elif isinstance(reply, codec.NotFound):
+            self.result = (False, (), 'not found')
+        else:
+            self.result = (False, (), 'server %s: error %s' % (server, getattr(reply, 'text', reply)))
+        return self.result
+
+    def error(self):
+        """Text explaining why no candidate answered."""
+        return 'no index server answered for %r (%s)' % (self.name, '; '.join(self.failures))
+
+
+class ChannelError(Exception):
+    """The connection's byte stream broke the protocol."""
+
+
+class Channel:
+    """Request/reply state of one connection to one index server."""
+
+    def __init__(self, server, window=1, timeout=None, max_frame=codec.MAX_FRAME):
+        self.server = server
+        self.window = max(1, window)
+        self.timeout = timeout
+        self.decoder = codec.Decoder(max_frame)
+        self.outstanding = OrderedDict()    # req -> (request, deadline)
+        self._next_req = 1
+        self.messages_sent = 0
+
+    def can_send(self):
+        """Return True if the window has room for another request."""
+        return len(self.outstanding) < self.window
+
+    def send(self, kind, now, *fields):
+        """Build request kind(req, *fields); return (req, frame bytes)."""
+        req = self._next_req
+        self._next_req = (req + 1) & 0xFFFFFFFF or 1
+        msg = kind(req, *fields)
+        data = codec.encode(msg)
+        deadline = now + self.timeout if self.timeout else None
+        self.outstanding[req] = (msg, deadline)
+        self.messages_sent += 1
+        return req, data
+
+    def receive(self, data, now):
+        """Feed reply bytes; return list of (req, request, reply); raise ChannelError."""
+        out = []
+        for item in self.decoder.feed(data):
+            if isinstance(item, codec.ProtocolError):
+                if item.fatal or item.req not in self.outstanding:
+                    raise ChannelError('bad reply from %s: %s' % (self.server, item.text))
+                reply = codec.Error(item.req, item.code, item.text)
+            elif isinstance(item, codec.Chunk):
+                raise ChannelError('unexpected file data from %s' % self.server)
+            else:
+                reply = item
+            entry = self.outstanding.pop(reply.req, None)
+            if entry is None:
+                if reply.req == 0 and isinstance(reply, codec.Error):
+                    raise ChannelError('server %s: %s' % (self.server, reply.text))
+                raise ChannelError('reply to unknown request %d from %s'
+                                   % (reply.req, self.server))
+            out.append((reply.req, entry[0], reply))
+        return out
+
+    def next_deadline(self):
+        """Return the earliest reply deadline, or None."""
+        for _, deadline in self.outstanding.values():
+            return deadline       # requests are sent in order with the same timeout
+        return None
+
+    def expired(self, now):
+        """Return True if the oldest outstanding request is past its deadline."""
+        deadline = self.next_deadline()
+        return deadline is not None and now >= deadline
+
+    def fail(self):
+        """Connection lost: return and forget every outstanding (req, request)."""
+        lost = [(req, msg) for req, (msg, _) in self.outstanding.items()]
+        self.outstanding.clear()
+        return lost

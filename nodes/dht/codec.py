@@ -1,0 +1,353 @@
+"""Wire protocol of the DHT file-sharing system: framing, messages, incremental decoder.
+
+Sans-I/O: `encode(msg)` gives bytes, `Decoder.feed(data)` takes bytes and gives messages,
+raw file chunks or `ProtocolError`s. Nothing here touches a socket or a clock.
+
+Frame (all integers big-endian)::
+
+    u32 length    number of bytes after this field (version + type + req + body)
+    u8  version   PROTOCOL_VERSION (1)
+    u8  type      see the table below
+    u32 req       request id chosen by the requester, echoed in the reply (pipelining)
+    ...           body
+
+Body field types: ``str`` = u16 length + UTF-8; ``strlist`` = u32 count + that many ``str``;
+``u64``; ``bytes32`` (a SHA-256 digest). A body must be consumed exactly (no trailing bytes).
+
+====  ==========  ===========================  ============================================
+type  name        body                         meaning
+====  ==========  ===========================  ============================================
+0x01  REGISTER    str addr, strlist names      peer at addr (IP:PORT) holds these files
+0x02  UNREGISTER  str addr, strlist names      peer at addr no longer holds these files
+0x03  SEARCH      str name                     who holds file `name`?
+0x04  GET         str name, u64 offset         (to a peer) send file `name` from `offset`
+0x81  ACK         u64 count                    REGISTER/UNREGISTER done; count entries changed
+0x82  FOUND       str name, strlist holders    holders of `name` (addresses), never empty
+0x83  NOTFOUND    str name                     the index has no holder of `name`
+0x84  FILE        u64 size, u64 offset,        reply to GET; followed on the stream by exactly
+                  bytes32 sha256               size - offset raw bytes (not framed)
+0xFF  ERROR       u16 code, str text           request failed; see ERR_* codes
+====  ==========  ===========================  ============================================
+
+Errors: a frame whose length exceeds the decoder's `max_frame` is fatal for the connection
+(the stream cannot be trusted to resynchronise), so the receiver replies ERROR and closes.
+A frame with a wrong version, unknown type or malformed body has a trustworthy length, so it
+is skipped: the receiver replies ERROR with the frame's req id and keeps reading.
+"""
+
+import struct
+from dataclasses import dataclass
+
+PROTOCOL_VERSION = 1
+MAX_FRAME = 8 * 1024 * 1024
+MAX_STR = 0xFFFF
+
+ERR_MALFORMED = 1
+ERR_VERSION = 2
+ERR_UNKNOWN_TYPE = 3
+ERR_TOO_LARGE = 4
+ERR_NO_SUCH_FILE = 5
+ERR_UNEXPECTED = 6
+ERR_INTERNAL = 7
+
+_HEAD = struct.Struct('>IBBI')      # length, version, type, req
+_HEAD_AFTER_LEN = 1 + 1 + 4
+_U16 = struct.Struct('>H')
+_U32 = struct.Struct('>I')
+_U64 = struct.Struct('>Q')
+
+
+@dataclass(frozen=True)
+class Register:
+    req: int
+    addr: str
+    names: tuple
+    TYPE = 0x01
+
+
+@dataclass(frozen=True)
+class Unregister:
+    req: int
+    addr: str
+    names: tuple
+    TYPE = 0x02
+
+
+@dataclass(frozen=True)
+class Search:
+    req: int
+    name: str
+    TYPE = 0x03
+
+
+@dataclass(frozen=True)
+class Get:
+    req: int
+    name: str
+    offset: int
+    TYPE = 0x04
+
+
+@dataclass(frozen=True)
+class Ack:
+    req: int
+    count: int
+    TYPE = 0x81
+
+
+@dataclass(frozen=True)
+class Found:
+    req: int
+    name: str
+    holders: tuple
+    TYPE = 0x82
+
+
+@dataclass(frozen=True)
+class NotFound:
+    req: int
+    name: str
+    TYPE = 0x83
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    req: int
+    size: int
+    offset: int
+    sha256: bytes
+    TYPE = 0x84
+
+
+@dataclass(frozen=True)
+class Error:
+    req: int
+    code: int
+    text: str
+    TYPE = 0xFF
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Raw file bytes that follow a FILE header (not a frame of its own)."""
+    data: bytes
+    last: bool
+
+
+@dataclass(frozen=True)
+class ProtocolError:
+    """A frame the decoder rejected; `fatal` means the connection must be closed."""
+    req: int
+    code: int
+    text: str
+    fatal: bool
+
+
+class DecodeError(ValueError):
+    """Raised inside body parsing; turned into a ProtocolError by the decoder."""
+
+
+def _str(s):
+    """Encode one str field."""
+    b = s.encode('utf-8')
+    if len(b) > MAX_STR:
+        raise ValueError('string field longer than %d bytes' % MAX_STR)
+    return _U16.pack(len(b)) + b
+
+
+def _strlist(items):
+    """Encode one strlist field."""
+    return _U32.pack(len(items)) + b''.join(_str(s) for s in items)
+
+
+def _body(msg):
+    """Encode the body of a message."""
+    t = type(msg)
+    if t is Register or t is Unregister:
+        return _str(msg.addr) + _strlist(msg.names)
+    if t is Search:
+        return _str(msg.name)
+    if t is Get:
+        return _str(msg.name) + _U64.pack(msg.offset)
+    if t is Ack:
+        return _U64.pack(msg.count)
+    if t is Found:
+        return _str(msg.name) + _strlist(msg.holders)
+    if t is NotFound:
+        return _str(msg.name)
+    if t is FileHeader:
+        if len(msg.sha256) != 32:
+            raise ValueError('sha256 must be 32 bytes')
+        return _U64.pack(msg.size) + _U64.pack(msg.offset) + msg.sha256
+    if t is Error:
+        return _U16.pack(msg.code) + _str(msg.text[:2000])
+    raise TypeError('not a protocol message: %r' % (msg,))
+
+
+def encode(msg, version=PROTOCOL_VERSION):
+    """Return the frame bytes of one message."""
+    body = _body(msg)
+    return _HEAD.pack(_HEAD_AFTER_LEN + len(body), version, msg.TYPE, msg.req) + body
+
+
+def frame_size(msg):
+    """Return the encoded size of a message in bytes."""
+    return len(encode(msg))
+
+
+class _Reader:
+    """Cursor over one frame body."""
+
+    __slots__ = ('buf', 'pos')
+
+    def __init__(self, buf):
+        self.buf = buf
+        self.pos = 0
+
+    def take(self, n):
+        """Return the next n bytes or raise DecodeError."""
+        end = self.pos + n
+        if end > len(self.buf):
+            raise DecodeError('truncated body')
+        out = self.buf[self.pos:end]
+        self.pos = end
+        return out
+
+    def str(self):
+        """Read one str field."""
+        n = _U16.unpack(self.take(2))[0]
+        try:
+            return self.take(n).decode('utf-8')
+        except UnicodeDecodeError:
+            raise DecodeError('string is not UTF-8') from None
+
+    def strlist(self):
+        """Read one strlist field."""
+        count = _U32.unpack(self.take(4))[0]
+        if count * 2 > len(self.buf) - self.pos:
+            raise DecodeError('list count larger than the frame')
+        return tuple(self.str() for _ in range(count))
+
+    def u64(self):
+        """Read one u64 field."""
+        return _U64.unpack(self.take(8))[0]
+
+    def u16(self):
+        """Read one u16 field."""
+        return _U16.unpack(self.take(2))[0]
+
+    def end(self):
+        """Check the body was consumed exactly."""
+        if self.pos != len(self.buf):
+            raise DecodeError('%d trailing bytes' % (len(self.buf) - self.pos))
+
+
+def _parse(mtype, req, body):
+    """Decode a body of the given type into a message."""
+    r = _Reader(body)
+    if mtype == 0x01 or mtype == 0x02:
+        msg = (Register if mtype == 0x01 else Unregister)(req, r.str(), r.strlist())
+    elif mtype == 0x03:
+        msg = Search(req, r.str())
+    elif mtype == 0x04:
+        msg = Get(req, r.str(), r.u64())
+    elif mtype == 0x81:
+        msg = Ack(req, r.u64())
+    elif mtype == 0x82:
+        msg = Found(req, r.str(), r.strlist())
+    elif mtype == 0x83:
+        msg = NotFound(req, r.str())
+    elif mtype == 0x84:
+        size, offset = r.u64(), r.u64()
+        msg = FileHeader(req, size, offset, bytes(r.take(32)))
+        if offset > size:
+            raise DecodeError('offset beyond size')
+    elif mtype == 0xFF:
+        msg = Error(req, r.u16(), r.str())
+    else:
+        return None
+    r.end()
+    return msg
+
+
+class Decoder:
+    """Incremental decoder: feed bytes, get messages, Chunks and ProtocolErrors."""
+
+    def __init__(self, max_frame=MAX_FRAME):
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._raw_left = 0
+        self.broken = False
+
+    @property
+    def pending(self):
+        """Bytes buffered but not yet decoded (non-zero at EOF means truncation)."""
+        return len(self._buf) + self._raw_left
+
+    def feed(self, data):
+        """Consume bytes and return the list of decoded items."""
+        out = []
+        if self.broken:
+            return out
+        if self._raw_left and not self._buf:
+            # Fast path for file data: hand the caller's buffer through without copying.
+            n = min(len(data), self._raw_left)
+            self._raw_left -= n
+            out.append(Chunk(data[:n] if n < len(data) else data, self._raw_left == 0))
+            data = data[n:]
+            if not data:
+                return out
+        self._buf += data
+        self._drain(out)
+        return out
+
+    def _drain(self, out):
+        """Decode whatever complete items the buffer holds."""
+        buf = self._buf
+        pos = 0
+        while True:
+            if self._raw_left:
+                n = min(len(buf) - pos, self._raw_left)
+                if n == 0:
+                    break
+                self._raw_left -= n
+                out.append(Chunk(bytes(buf[pos:pos + n]), self._raw_left == 0))
+                pos += n
+                continue
+            if len(buf) - pos < 4:
+                break
+            length = _U32.unpack_from(buf, pos)[0]
+            if length > self.max_frame or length < _HEAD_AFTER_LEN:
+                self.broken = True
+                out.append(ProtocolError(0, ERR_TOO_LARGE if length > self.max_frame
+                                         else ERR_MALFORMED,
+                                         'frame length %d outside [%d, %d]'
+                                         % (length, _HEAD_AFTER_LEN, self.max_frame), True))
+                del buf[:]
+                return
+            if len(buf) - pos < 4 + length:
+                break
+            _, version, mtype, req = _HEAD.unpack_from(buf, pos)
+            body = bytes(buf[pos + 4 + _HEAD_AFTER_LEN:pos + 4 + length])
+            pos += 4 + length
+            out.append(self._one(version, mtype, req, body))
+            if isinstance(out[-1], FileHeader):
+                self._raw_left = out[-1].size - out[-1].offset
+                if self._raw_left == 0:
+                    out.append(Chunk(b'', True))
+        del buf[:pos]
+
+    def _one(self, version, mtype, req, body):
+        """Decode one complete frame."""
+        if version != PROTOCOL_VERSION:
+            return ProtocolError(req, ERR_VERSION, 'unsupported protocol version %d (speak %d)'
+                                 % (version, PROTOCOL_VERSION), False)
+        try:
+            msg = _parse(mtype, req, body)
+        except (DecodeError, struct.error) as exc:
+            return ProtocolError(req, ERR_MALFORMED, 'malformed type 0x%02x frame: %s'
+                                 % (mtype, exc), False)
+        if msg is None:
+            return ProtocolError(req, ERR_UNKNOWN_TYPE, 'unknown message type 0x%02x' % mtype,
+                                 False)
+        return msg

@@ -1,0 +1,73 @@
+"""What the three asyncio drivers share: the JSON-lines log, socket options, shutdown.
+
+Every record is one compact JSON object per line on stdout with `t` (wall-clock seconds,
+the same value the core was given as `now`) and `event`. Human-readable errors go to
+stderr. `ready` and `summary` are flushed at once because the runner waits for them.
+"""
+
+import asyncio
+import json
+import signal
+import socket
+import sys
+import threading
+import time
+
+
+class JsonLog:
+    """JSON-lines writer for one node process."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stdout
+
+    def write(self, event, t=None, flush=False, **fields):
+        """Write one record."""
+        rec = {'t': round(time.time() if t is None else t, 6), 'event': event}
+        rec.update(fields)
+        self.stream.write(json.dumps(rec, separators=(',', ':')) + '\n')
+        if flush:
+            self.stream.flush()
+
+
+def error(text):
+    """Print a human-readable error line on stderr."""
+    sys.stderr.write(text.rstrip() + '\n')
+    sys.stderr.flush()
+
+
+def nodelay(transport):
+    """Disable Nagle on a TCP transport (small request/reply frames must not wait)."""
+    sock = transport.get_extra_info('socket')
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def stop_event_on_signals(loop):
+    """Return an Event set by SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def wait_go(log):
+    """Print ready, then block until a 'go' line arrives on stdin (the runner's barrier)."""
+    log.write('ready', flush=True)
+    loop = asyncio.get_running_loop()
+    lines = asyncio.Queue()
+
+    def reader():
+        # A daemon thread, so a SIGTERM during the wait does not hang on a blocked readline.
+        for line in sys.stdin:
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+            if line.strip() == 'go':
+                return
+        loop.call_soon_threadsafe(lines.put_nowait, '')
+    threading.Thread(target=reader, name='stdin-go', daemon=True).start()
+    while True:
+        line = await lines.get()
+        if not line:
+            raise RuntimeError('stdin closed before the "go" line of the barrier')
+        if line.strip() == 'go':
+            return
+        error('ignoring %r on stdin while waiting for "go"' % line.strip()[:80])

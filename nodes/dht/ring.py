@@ -1,0 +1,87 @@
+"""Consistent hashing ring over index-server names (Karger et al., STOC 1997).
+
+Each server is placed on a 64-bit ring at `vnodes` points, sha256(f"{server}#{i}"); a file
+name hashes to sha256(name) and is owned by the first server point clockwise from it.
+Virtual nodes even out the partition sizes, and adding or removing a server moves only
+the keys next to its points, so servers can be counted freely.
+
+Replication: the preference list of a key is its owner followed by the next distinct
+servers clockwise (as in Dynamo's preference list); with `--replicas R` an entry lives on
+the first R + 1 of them. Everything is derived from server names only, so every client and
+server given the same `--servers` list (in any order) computes the same ring.
+"""
+
+import bisect
+import hashlib
+
+DEFAULT_VNODES = 100
+
+
+def key_hash(text):
+    """Return the 64-bit ring position of a string."""
+    return int.from_bytes(hashlib.sha256(text.encode('utf-8')).digest()[:8], 'big')
+
+
+class Ring:
+    """Consistent-hashing ring: owner and preference list of a key."""
+
+    def __init__(self, servers, vnodes=DEFAULT_VNODES):
+        servers = sorted(set(servers))
+        if not servers:
+            raise ValueError('a ring needs at least one server')
+        if vnodes < 1:
+            raise ValueError('vnodes must be at least 1')
+        self.servers = tuple(servers)
+        self.vnodes = vnodes
+        points = sorted((key_hash('%s#%d' % (s, i)), s) for s in servers for i in range(vnodes))
+        self._pos = [p for p, _ in points]
+        self._srv = [s for _, s in points]
+
+    def owner(self, key):
+        """Return the server that owns key."""
+        i = bisect.bisect_right(self._pos, key_hash(key))
+        return self._srv[i % len(self._srv)]
+
+    def preference(self, key, n):
+        """Return the owner and the next distinct servers clockwise, n servers at most."""
+        n = min(n, len(self.servers))
+        i = bisect.bisect_right(self._pos, key_hash(key))
+        out = []
+        total = len(self._srv)
+        for step in range(total):
+            s = self._srv[(i + step) % total]
+            if s not in out:
+                out.append(s)
+                if len(out) == n:
+                    break
+        return out
+
+    def replicas(self, key, replicas):
+        """Return the servers that store key with `replicas` extra copies (owner first)."""
+        return self.preference(key, replicas + 1)
+
+
+def parse_servers(text):
+    """Parse 's1=IP:PORT,s2=IP:PORT' into an ordered dict name -> (host, port)."""
+    out = {}
+    for item in text.split(','):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, addr = item.partition('=')
+        if not sep or not name:
+            raise ValueError('server %r is not NAME=IP:PORT' % item)
+        if name in out:
+            raise ValueError('server name %r given twice' % name)
+        out[name] = parse_addr(addr)
+    if not out:
+        raise ValueError('no servers given')
+    return out
+
+
+def parse_addr(text):
+    """Parse 'IP:PORT' into (host, port)."""
+    host, sep, port = text.rpartition(':')
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError('address %r is not IP:PORT' % text)
+    return host, int(port)
