@@ -27,6 +27,7 @@ an earlier one failed, and the errors are collected and re-raised at the end.
 """
 
 import functools
+import os
 import subprocess
 
 from mininet.net import Mininet
@@ -126,9 +127,11 @@ class Network:
                 raise NetworkError(capabilities.explain('osken_manager',
                                                         self.caps))
             from topologies.controller import OsKenController
+            log_dir = (os.path.dirname(str(self.controller_log))
+                       if self.controller_log else None)
             controller = functools.partial(
                 OsKenController, stats_log=self.controller_log,
-                stats_interval=self.stats_interval)
+                stats_interval=self.stats_interval, log_dir=log_dir)
             switch = functools.partial(OVSSwitch, datapath=self.datapath,
                                        protocols='OpenFlow13')
             return switch, controller
@@ -159,7 +162,10 @@ class Network:
             'datapath': self.datapath,
             'controller': type(self.controller).__name__
             if self.controller else None,
-            'controller_pid': getattr(self.controller, 'pid', None),
+            'controller_pid': getattr(getattr(self.controller, 'process',
+                                              None), 'pid', None),
+            'stats_interval': self.stats_interval
+            if self.switch == 'osken' else None,
             'hosts': 'CPULimitedHost' if has_cpu_limits(self.topo) else 'Host',
             'offloads_off': {'features': list(OFFLOADS),
                              'interfaces': list(self.offloads_off)}
@@ -172,8 +178,10 @@ class Network:
         if self.net is None:
             return {'pids': [], 'intfs': [], 'bridges': [], 'ovs_bridges': []}
         pids = [n.pid for n in self.net.hosts + self.net.switches if n.pid]
-        pids += [c.pid for c in self.net.controllers
-                 if getattr(c, 'pid', None)]
+        for c in self.net.controllers:
+            process = getattr(c, 'process', None)   # OsKenController's
+            pids += [p for p in (getattr(c, 'pid', None),
+                                 getattr(process, 'pid', None)) if p]
         intfs = sorted({i.name for n in self.net.switches
                         for i in n.intfList() if i.name != 'lo'})
         names = [s.name for s in self.net.switches]
