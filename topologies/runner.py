@@ -97,8 +97,9 @@ class RunContext:
         return self.net.get(name)
 
     def start_node(self, host, name, argv, ready=None, barrier=False,
-                   suffix='.jsonl', timeout=30, env=None):
-        """Start a tracked NodeProcess; wait for readiness unless barrier."""
+                   suffix='.jsonl', timeout=30, env=None, wait=True):
+        """Start a tracked NodeProcess; wait for readiness unless barrier
+        or wait=False (start many, then node.wait_ready() each)."""
         if name in self._names:
             raise ValueError('node name %r already used in this run' % name)
         if isinstance(host, str):
@@ -109,7 +110,7 @@ class RunContext:
         node.start()
         self.nodes.append(node)
         self._state.add_pid(node.pid)
-        if not barrier:
+        if wait and not barrier:
             node.wait_ready(timeout)
         return node
 
