@@ -8,10 +8,12 @@ of letting a green run hide that nothing was emulated.
 
 Two emulations on one machine share its CPUs, interface names and OVS, so every root test
 holds the machine-wide lock ``/run/repronet.lock`` (``fcntl.flock``, the same lock the
-runner and ad-hoc ``flock /run/repronet.lock CMD`` use). While a test holds it,
-``REPRONET_LOCK_HELD=1`` is set in the environment: an experiment the test starts (in this
-process or as a child) must not take the lock again, or it would wait for its own parent
-forever; the runner checks that variable and that the lock is really held.
+runner and ad-hoc ``flock /run/repronet.lock CMD`` use). An experiment a root test starts
+as a child process must not wait for that lock again: the runner sees in ``/proc/locks``
+that an ancestor (this pytest process) holds it and runs under it
+(``topologies.leftovers.machine_lock``). Do not call an experiment's ``main()`` inside the
+pytest process from a root test; start it as a subprocess. ``REPRONET_LOCK_HELD=1`` is set
+in the environment while the lock is held, for tools that want to know.
 """
 
 import fcntl
