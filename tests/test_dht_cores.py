@@ -1,0 +1,179 @@
+"""Unit tests of the index-server and client cores, wired together in memory (no sockets)."""
+
+import struct
+
+import pytest
+
+from nodes.dht import codec
+from nodes.dht.client_core import Channel, ChannelError, ClientCore, Lookup
+from nodes.dht.ring import Ring
+from nodes.dht.server_core import MemoryStore, ServerConnection, ServerCore
+
+SERVERS = ['s%d' % i for i in range(1, 9)]
+NAMES = ['f%04d.txt' % i for i in range(1000)]
+ADDR = '10.0.0.9:7000'
+
+
+class Cluster:
+    """Index servers and one client, bytes moved by hand; `down` servers drop requests."""
+
+    def __init__(self, replicas=0, window=1):
+        self.ring = Ring(SERVERS)
+        self.servers = {s: ServerConnection(ServerCore(s, ring=self.ring, replicas=replicas))
+                        for s in SERVERS}
+        self.core = ClientCore(self.ring, replicas)
+        self.channels = {s: Channel(s, window, timeout=1.0) for s in SERVERS}
+        self.down = set()
+        self.now = 0.0
+
+    def ask(self, server, kind, *fields):
+        """Send one request; return the reply, or None if the server is down (timeout)."""
+        ch = self.channels[server]
+        _, data = ch.send(kind, self.now, *fields)
+        if server in self.down:
+            self.now += 1.5
+            assert ch.expired(self.now)
+            ch.fail()
+            return None
+        out, close = self.servers[server].receive(data, self.now)
+        assert not close
+        ((_, _, reply),) = ch.receive(out, self.now)
+        return reply
+
+    def search(self, name):
+        """Search with failover, as the driver does."""
+        lookup = Lookup(name, self.core.candidates(name))
+        while True:
+            server = lookup.next_server()
+            if server is None:
+                return None, (False, (), lookup.error())
+            reply = self.ask(server, codec.Search, name)
+            if reply is None:
+                lookup.failed(server, 'timeout')
+                self.core.mark_down(server)
+                continue
+            return server, lookup.answered(server, reply)
+
+
+def test_store_add_remove_holders():
+    st = MemoryStore()
+    assert st.add('a', 'x:1') and not st.add('a', 'x:1') and st.add('a', 'y:1')
+    assert st.holders('a') == ('x:1', 'y:1') and st.entries == 2
+    assert st.remove('a', 'x:1') and not st.remove('a', 'x:1') and not st.remove('b', 'x:1')
+    assert st.remove('a', 'y:1') and len(st) == 0 and st.holders('a') == ()
+
+
+def test_server_register_search_unregister():
+    core = ServerCore('s1')
+    assert core.handle(codec.Register(1, ADDR, ('a', 'b')), 0) == codec.Ack(1, 2)
+    assert core.handle(codec.Register(2, '10.0.0.8:7000', ('a',)), 0) == codec.Ack(2, 1)
+    assert core.handle(codec.Search(3, 'a'), 0) == codec.Found(3, 'a', (ADDR, '10.0.0.8:7000'))
+    assert core.handle(codec.Unregister(4, ADDR, ('a', 'zz')), 0) == codec.Ack(4, 1)
+    assert core.handle(codec.Search(5, 'a'), 0) == codec.Found(5, 'a', ('10.0.0.8:7000',))
+    assert core.handle(codec.Search(6, 'zz'), 0) == codec.NotFound(6, 'zz')
+
+
+@pytest.mark.parametrize('msg', [codec.Register(1, 'no-port', ('a',)),
+                                 codec.Register(1, ADDR, ('../etc/passwd',)),
+                                 codec.Register(1, ADDR, ('',)),
+                                 codec.Get(1, 'a', 0)])
+def test_server_rejects_bad_requests(msg):
+    core = ServerCore('s1')
+    reply = core.handle(msg, 0)
+    assert isinstance(reply, codec.Error) and reply.req == 1
+    assert len(core.store) == 0 and core.counters['errors'] == 1
+
+
+def test_server_connection_survives_bad_frames():
+    conn = ServerConnection(ServerCore('s1'))
+    bad = struct.pack('>IBBI', 6, codec.PROTOCOL_VERSION, 0x55, 77)
+    good = codec.encode(codec.Register(78, ADDR, ('a',)))
+    out, close = conn.receive(bad + good[:5], 0)
+    assert not close
+    out2, close = conn.receive(good[5:], 0)
+    replies = codec.Decoder().feed(out + out2)
+    assert replies[0].code == codec.ERR_UNKNOWN_TYPE and replies[0].req == 77
+    assert replies[1] == codec.Ack(78, 1)
+    out, close = conn.receive(struct.pack('>I', codec.MAX_FRAME + 1), 0)
+    assert close and codec.Decoder().feed(out)[0].code == codec.ERR_TOO_LARGE
+
+
+def test_server_connection_reports_truncation_at_eof():
+    conn = ServerConnection(ServerCore('s1'))
+    conn.receive(codec.encode(codec.Search(1, 'abc'))[:-2], 0)
+    (err,) = codec.Decoder().feed(conn.eof())
+    assert err.code == codec.ERR_MALFORMED and 'truncated' in err.text
+
+
+def test_batching_sends_one_message_per_server():
+    core = ClientCore(Ring(SERVERS))
+    batches = core.batches(NAMES)
+    assert len(batches) == len(SERVERS) == len({s for s, _ in batches})
+    assert sorted(n for _, names in batches for n in names) == sorted(NAMES)
+    for server, names in batches:
+        assert all(core.ring.owner(n) == server for n in names)
+    assert len(core.unbatched(NAMES)) == len(NAMES)
+
+
+def test_batching_with_replicas_and_frame_limit():
+    core = ClientCore(Ring(SERVERS), replicas=2)
+    batches = core.batches(NAMES)
+    assert len(batches) == len(SERVERS)
+    assert sum(len(names) for _, names in batches) == 3 * len(NAMES)
+    small = ClientCore(Ring(SERVERS[:2]), max_frame=2000)
+    parts = small.batches(NAMES)
+    assert len(parts) > 2 and all(len(codec.encode(codec.Register(1, ADDR, n))) <= 2000
+                                  for _, n in parts)
+
+
+def test_register_search_unregister_through_cores():
+    c = Cluster()
+    for server, names in c.core.batches(NAMES):
+        assert c.ask(server, codec.Register, ADDR, names) == codec.Ack(1, len(names))
+    for name in NAMES[:50]:
+        server, (ok, holders, _) = c.search(name)
+        assert ok and holders == (ADDR,) and server == c.ring.owner(name)
+    for name, servers in c.core.unbatched(NAMES[:10]):
+        assert c.ask(servers[0], codec.Unregister, ADDR, (name,)).count == 1
+    assert c.search(NAMES[0])[1] == (False, (), 'not found')
+    assert sum(s.core.counters['misrouted'] for s in c.servers.values()) == 0
+
+
+def test_search_falls_back_to_replica_when_owner_is_down():
+    c = Cluster(replicas=1)
+    for server, names in c.core.batches(NAMES):
+        assert type(c.ask(server, codec.Register, ADDR, names)) is codec.Ack
+    victim = c.ring.owner(NAMES[0])
+    c.down.add(victim)
+    server, (ok, holders, _) = c.search(NAMES[0])
+    assert ok and holders == (ADDR,) and server == c.ring.replicas(NAMES[0], 1)[1]
+    assert victim in c.core.down
+    # Later lookups skip the dead owner without another timeout.
+    before = c.now
+    for name in [n for n in NAMES if c.ring.owner(n) == victim][:20]:
+        assert c.search(name)[1][0]
+    assert c.now == before
+
+
+def test_search_without_replicas_fails_clearly_when_owner_is_down():
+    c = Cluster(replicas=0)
+    c.down.add(c.ring.owner('lonely'))
+    server, (ok, _, err) = c.search('lonely')
+    assert server is None and not ok and 'no index server answered' in err and 'timeout' in err
+
+
+def test_channel_window_ids_and_errors():
+    ch = Channel('s1', window=2, timeout=1.0)
+    r1, d1 = ch.send(codec.Search, 0.0, 'a')
+    assert ch.can_send()
+    r2, d2 = ch.send(codec.Search, 0.5, 'b')
+    assert not ch.can_send() and r1 != r2
+    assert ch.next_deadline() == 1.0 and not ch.expired(0.9) and ch.expired(1.0)
+    # Replies may be matched out of order by id.
+    got = ch.receive(codec.encode(codec.NotFound(r2, 'b')) + codec.encode(codec.NotFound(r1, 'a')), 0.6)
+    assert [(r, q.name) for r, q, _ in got] == [(r2, 'b'), (r1, 'a')]
+    assert ch.can_send() and ch.next_deadline() is None
+    with pytest.raises(ChannelError):
+        ch.receive(codec.encode(codec.Ack(999, 0)), 1.0)
+    ch.send(codec.Search, 2.0, 'c')
+    assert [q.name for _, q in ch.fail()] == ['c'] and ch.can_send()
