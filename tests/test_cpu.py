@@ -42,7 +42,7 @@ def test_busy_loop_raises_its_core(tmp_path):
     assert summary['mean'] >= 0.5 / os.cpu_count()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert lines == monitor.samples
-    assert all(set(s) == {'t', 'busy', 'steal', 'cores'} for s in lines)
+    assert all(set(s) == {'t', 'busy', 'steal', 'cores', 'phase'} for s in lines)
 
 
 def test_stop_is_clean_and_final():
@@ -81,3 +81,33 @@ def test_summary_applies_the_35_percent_idle_bar():
 def test_bad_arguments_are_refused(kwargs):
     with pytest.raises(ValueError):
         CpuMonitor(**kwargs)
+
+
+def test_verdict_is_taken_over_the_measure_phase():
+    monitor = CpuMonitor()
+    setup = [{'t': i, 'busy': 0.9, 'steal': 0.0, 'cores': [0.9], 'phase': None}
+             for i in range(5)]
+    measure = [{'t': 5 + i, 'busy': 0.3, 'steal': 0.0, 'cores': [0.3], 'phase': 'measure'}
+               for i in range(10)]
+    monitor.samples = setup + measure
+    summary = monitor.summary()
+    assert summary['judged'] == 'measure' and summary['samples'] == 10
+    assert summary['samples_total'] == 15 and summary['saturated'] is False
+    monitor.samples = setup  # no phases named: every sample counts
+    assert monitor.summary()['judged'] == 'all' and monitor.summary()['saturated'] is True
+
+
+def test_phase_is_recorded_per_sample():
+    monitor = CpuMonitor(interval=0.05).start()
+    try:
+        monitor.set_phase('measure')
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any(
+                s['phase'] == 'measure' for s in monitor.samples):
+            time.sleep(0.05)
+    finally:
+        monitor.stop()
+    phases = [s['phase'] for s in monitor.samples]
+    assert 'measure' in phases
+    # Samples before the change are unlabelled, the one spanning it too.
+    assert phases[:phases.index('measure')] == [None] * phases.index('measure')

@@ -18,9 +18,16 @@ pinned at 100 % while the machine average stays low (a single-threaded bottlenec
 a delay daemon) is reported separately as ``core_over_fraction`` (samples with any core
 above ``core_threshold`` = 0.95); it does not set ``saturated``, it is a hint.
 
+Building and tearing down a network, and drawing figures afterwards, load the CPU in
+short bursts that say nothing about the measurement. The runner therefore names phases:
+``set_phase('measure')`` while points run, ``set_phase(None)`` otherwise. Every sample
+records the phase that held for its whole interval (``None`` if the phase changed within
+it), and the verdict is taken over the ``measure`` samples when there are any, else over
+all samples (``judged`` in the summary says which).
+
 ``CpuMonitor`` samples in a daemon thread; it is a context manager, or use
 ``start()``/``stop()``. Samples are kept in memory and, if ``path`` is given, appended as
-JSON lines ``{"t", "busy", "steal", "cores"}`` (``t`` is wall-clock seconds).
+JSON lines ``{"t", "busy", "steal", "cores", "phase"}`` (``t`` is wall-clock seconds).
 """
 
 import json
@@ -30,6 +37,7 @@ import time
 THRESHOLD = 0.65            # busy fraction above which a sample is over (35 % idle bar)
 MAX_OVER_FRACTION = 0.05    # fraction of over samples above which a run is saturated
 CORE_THRESHOLD = 0.95       # busy fraction of one core counted as pinned
+MEASURE = 'measure'         # the phase the verdict is about
 
 
 def read_stat(path='/proc/stat'):
@@ -74,6 +82,8 @@ class CpuMonitor:
         self.samples = []
         self.core_names = []
         self._lock = threading.Lock()
+        self._phase = None
+        self._phase_changed = False
         self._stop = threading.Event()
         self._thread = None
         self._handle = None
@@ -103,6 +113,13 @@ class CpuMonitor:
             self._handle.close()
             self._handle = None
 
+    def set_phase(self, phase):
+        """Name what the machine is doing from now on ('measure', or None)."""
+        with self._lock:
+            if phase != self._phase:
+                self._phase = phase
+                self._phase_changed = True
+
     def __enter__(self):
         return self.start()
 
@@ -119,6 +136,8 @@ class CpuMonitor:
             sample = {'t': round(time.time(), 3), 'busy': round(busy, 4),
                       'steal': round(steal, 4), 'cores': cores}
             with self._lock:
+                sample['phase'] = None if self._phase_changed else self._phase
+                self._phase_changed = False
                 self.samples.append(sample)
             if self._handle is not None:
                 self._handle.write(json.dumps(sample) + '\n')
@@ -129,11 +148,15 @@ class CpuMonitor:
         """Mean/max utilization and the saturation verdict over the samples so far."""
         with self._lock:
             samples = list(self.samples)
-        result = {'samples': len(samples), 'interval': self.interval, 'cores': self.core_names,
-                  'threshold': self.threshold, 'max_over_fraction': self.max_over_fraction,
-                  'core_threshold': self.core_threshold, 'mean': None, 'max': None,
-                  'core_mean': [], 'core_max': [], 'over_fraction': None,
-                  'core_over_fraction': None, 'steal_mean': None, 'saturated': False}
+        measured = [s for s in samples if s.get('phase') == MEASURE]
+        result = {'samples_total': len(samples), 'judged': MEASURE if measured else 'all'}
+        samples = measured or samples
+        result.update({
+            'samples': len(samples), 'interval': self.interval, 'cores': self.core_names,
+            'threshold': self.threshold, 'max_over_fraction': self.max_over_fraction,
+            'core_threshold': self.core_threshold, 'mean': None, 'max': None,
+            'core_mean': [], 'core_max': [], 'over_fraction': None,
+            'core_over_fraction': None, 'steal_mean': None, 'saturated': False})
         if not samples:
             return result
         busy = [s['busy'] for s in samples]
