@@ -171,7 +171,17 @@ class Network:
                              'interfaces': list(self.offloads_off)}
             if self.offloads_off else None,
             'links': self.links.records(),
+            'ports': self.ports(),
         }
+
+    def ports(self):
+        """Return which interface ends each link, e.g. h2-eth0 <-> s1-eth2."""
+        if self.net is None:
+            return []
+        return sorted(({'node1': l.intf1.node.name, 'intf1': l.intf1.name,
+                        'node2': l.intf2.node.name, 'intf2': l.intf2.name}
+                       for l in self.net.links),
+                      key=lambda r: (r['intf1'], r['intf2']))
 
     def leftovers(self):
         """Return what a crash would leave: pids, interfaces, bridges."""

@@ -1,0 +1,143 @@
+"""The one seaborn module: every figure of every experiment is drawn here.
+
+A small set of figure kinds, each one function taking a tidy DataFrame:
+
+- ``lines_over_time``: one line per group over time (e.g. goodput per
+  repetition), with an optional dashed reference (the configured rate);
+- ``measured_vs_configured``: measured value against the configured one, with
+  the identity line, so distance from it is the emulation error;
+- ``bars_with_spread``: mean per category as a bar, the standard deviation
+  across repetitions as the error bar and every repetition as a dot.
+
+One style for all (seaborn ``whitegrid``, ``paper`` context, colour-blind
+palette, DejaVu Sans which matplotlib always ships, fixed figure size and
+DPI), so figures of different experiments read alike.  ``save`` writes PNG and
+PDF into ``figures/`` with the metadata that would change on every run (creation
+date, software version) stripped, so identical tables give byte-identical
+files.
+"""
+
+import contextlib
+import os
+
+import matplotlib
+import numpy as np
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+SIZE = (6.0, 3.4)       # inches
+DPI = 150
+PALETTE = 'colorblind'
+_RC = {'font.family': 'DejaVu Sans', 'font.size': 9, 'axes.titlesize': 10,
+       'axes.labelsize': 9, 'legend.fontsize': 8, 'xtick.labelsize': 8,
+       'ytick.labelsize': 8, 'svg.hashsalt': 'repronet',
+       'pdf.fonttype': 42, 'figure.dpi': DPI}
+_PNG_META = {'Software': None}
+_PDF_META = {'Creator': None, 'Producer': None, 'CreationDate': None}
+
+
+@contextlib.contextmanager
+def _style():
+    """Apply the one figure style inside the block."""
+    with sns.axes_style('whitegrid'), sns.plotting_context('paper'), \
+            plt.rc_context(_RC):
+        yield
+
+
+def save(fig, figures_dir, name):
+    """Save fig as figures_dir/name.png and .pdf; return both paths."""
+    os.makedirs(figures_dir, exist_ok=True)
+    paths = []
+    for ext, meta in (('png', _PNG_META), ('pdf', _PDF_META)):
+        path = os.path.join(str(figures_dir), '%s.%s' % (name, ext))
+        fig.savefig(path, dpi=DPI, metadata=meta, bbox_inches='tight')
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def _reference(ax, value, label):
+    """Draw a dashed horizontal reference line with a legend label."""
+    if value is not None:
+        ax.axhline(value, color='0.3', linestyle='--', linewidth=1,
+                   label=label, zorder=1)
+
+
+def _finish(ax, title, xlabel, ylabel, legend_title=None):
+    """Set labels and title; put the legend outside the plot."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, title=legend_title, frameon=False,
+                  loc='upper left', bbox_to_anchor=(1.01, 1.0))
+
+
+def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
+                    reference=None, reference_label='configured',
+                    ylim_zero=True):
+    """Lines of y over x, one per hue value, with an optional reference."""
+    with _style():
+        fig, ax = plt.subplots(figsize=SIZE)
+        groups = sorted(df[hue].unique()) if hue else [None]
+        colors = sns.color_palette(PALETTE, max(len(groups), 1))
+        for color, group in zip(colors, groups):
+            part = df if group is None else df[df[hue] == group]
+            part = part.sort_values(x)
+            ax.plot(part[x], part[y], color=color, linewidth=1.4,
+                    marker='o', markersize=2.5,
+                    label=None if group is None else '%s' % group)
+        _reference(ax, reference, reference_label)
+        if ylim_zero:
+            top = max([df[y].max() if len(df) else 0, reference or 0])
+            ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+            ax.set_xlim(left=0)
+        _finish(ax, title, xlabel, ylabel, legend_title=hue)
+        return save(fig, figures_dir, name)
+
+
+def measured_vs_configured(df, configured, measured, figures_dir, name,
+                           title, xlabel, ylabel, hue=None):
+    """Scatter of measured against configured values with the identity line."""
+    with _style():
+        fig, ax = plt.subplots(figsize=(4.0, 3.4))
+        sns.scatterplot(data=df, x=configured, y=measured, hue=hue,
+                        palette=PALETTE if hue else None, ax=ax, s=25,
+                        color=None if hue else sns.color_palette(PALETTE)[0])
+        top = max(df[configured].max(), df[measured].max()) * 1.1
+        ax.plot([0, top], [0, top], color='0.3', linestyle='--',
+                linewidth=1, label='measured = configured')
+        ax.set_xlim(0, top)
+        ax.set_ylim(0, top)
+        _finish(ax, title, xlabel, ylabel, legend_title=hue)
+        return save(fig, figures_dir, name)
+
+
+def bars_with_spread(df, x, y, figures_dir, name, title, xlabel, ylabel,
+                     reference=None, reference_label='configured'):
+    """Mean of y per x as bars, sd across repetitions as error bars, dots."""
+    with _style():
+        fig, ax = plt.subplots(figsize=SIZE)
+        order = sorted(df[x].unique(), key=str)
+        color = sns.color_palette(PALETTE)[0]
+        sns.barplot(data=df, x=x, y=y, order=order, errorbar='sd',
+                    color=color, alpha=0.6, capsize=0.1, ax=ax, width=0.5,
+                    label='mean ± sd')
+        for i, category in enumerate(order):   # fixed offsets, no random jitter
+            values = df[df[x] == category][y].to_numpy()
+            offsets = np.linspace(-0.15, 0.15, len(values)) \
+                if len(values) > 1 else np.zeros(len(values))
+            ax.scatter(i + offsets, values, color='0.15', s=12, zorder=3,
+                       label='repetitions')
+        _reference(ax, reference, reference_label)
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))     # one entry per label
+        ax.legend(unique.values(), unique.keys(), frameon=False,
+                  loc='upper left', bbox_to_anchor=(1.01, 1.0))
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        return save(fig, figures_dir, name)
