@@ -153,6 +153,17 @@ class LinkEmulation:
         """Per-host daemon counters and CPU seconds so far ({} without daemons)."""
         return self._daemons.stats() if self._daemons else {}
 
+    def daemon_cpu_seconds(self):
+        """Per-host CPU seconds the linkdelay daemons used so far ({} without daemons)."""
+        return self._daemons.cpu_seconds() if self._daemons else {}
+
+    def path_records(self):
+        """One dict per host pair the linkdelay daemons act on (composed path parameters)."""
+        return [{'src': p.src, 'dst': p.dst, 'links': list(p.links),
+                 'delay_ms': p.delay_ms, 'hops_us': [list(h) for h in p.hops],
+                 'loss': round(100.0 * p.loss, 9)}
+                for p in sorted(self.paths.values(), key=lambda p: (p.src, p.dst)) if p.active]
+
     def records(self):
         """One dict per link for the manifest: endpoints, configured parameters, mechanism."""
         out = []

@@ -165,20 +165,34 @@ class DaemonSet:
         if listed.count('NFQUEUE') != len(daemon.addrs):
             raise LinkEmulationError(f'host {host.name}: linkdelay rules did not stick: {listed}')
 
-    def stats(self):
-        """Per receiving host: pid, CPU seconds, last counters the daemon printed."""
-        out = {}
-        for name, d in self.daemons.items():
+    def cpu_seconds(self):
+        """Per receiving host: user+system CPU seconds its daemon has used so far."""
+        for d in self.daemons.values():
             cpu = _cpu_seconds(d.proc.pid) if d.final is None else None
             if cpu is not None:
                 d.cpu_s = cpu
-            counters = d.final
-            if counters is None and d.proc.poll() is None:
+        return {name: d.cpu_s for name, d in self.daemons.items()}
+
+    def stats(self, timeout=2.0):
+        """Per receiving host: pid, CPU seconds and the daemon's current counters."""
+        cpu = self.cpu_seconds()
+        before = {}
+        for name, d in self.daemons.items():
+            if d.final is None and d.proc.poll() is None:
+                before[name] = sum(1 for e in d.events() if e.get('event') == 'stats')
                 d.proc.send_signal(signal.SIGUSR1)
-                time.sleep(0.05)
-                counters = next((e for e in reversed(d.events()) if e['event'] == 'stats'),
-                                None)
-            out[name] = {'pid': d.proc.pid, 'cpu_s': d.cpu_s, 'sources': d.addrs,
+        deadline = time.monotonic() + timeout
+        out = {}
+        for name, d in self.daemons.items():
+            counters = d.final
+            if name in before:
+                while True:
+                    stats = [e for e in d.events() if e.get('event') == 'stats']
+                    if len(stats) > before[name] or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.01)
+                counters = stats[-1] if stats else None
+            out[name] = {'pid': d.proc.pid, 'cpu_s': cpu[name], 'sources': d.addrs,
                          'counters': counters}
         return out
 

@@ -1,0 +1,270 @@
+#!/usr/bin/python3
+"""Link-emulation fidelity: configured vs measured delay, jitter, loss and goodput.
+
+Whatever mechanism ``topologies.linkemu`` picked (netem, or the linkdelay fallback), this
+benchmark measures what the links really do. One network holds one small component per
+configuration, so configurations never share a link and the network is built once:
+
+- ``two-host``: ``a - s - b``, the configured one-way values split over the two links;
+- ``multi-hop``: ``a - s1 - s2 - s3 - b``, split over four links (bandwidth on s1-s2 only).
+
+Each point measures one configuration (kinds):
+
+- ``delay``: ``workloads.probe`` UDP echo, RTT per packet with the application's clock; plus
+  ``ping`` and ``ping -U`` (kernel vs user timestamps) for comparison;
+- ``jitter``: the same with jitter on every link, probes 1 ms apart (reordering expected);
+- ``loss``: ``--loss-packets`` probes at 10,000/s; one-way loss from the reflector's count;
+- ``goodput``: ``iperf3`` TCP, then UDP at the configured rate, ``--duration`` seconds each.
+
+Every point records the CPU seconds the linkdelay daemons used and the machine's busy
+fraction while it ran. ``analysis/fidelity.py`` turns the logs into tables, "configured vs
+measured" figures and a report listing each target with its measured ratio and PASS/MISS.
+
+    sudo /usr/bin/python3 topologies/fidelity.py --scale smoke
+"""
+
+import json
+import math
+import os
+import sys
+import time
+
+if __package__ in (None, ''):       # run as a script: make the repo importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from mininet.topo import Topo  # noqa: E402
+
+from nodes.process import LogReady, TcpListening  # noqa: E402
+from topologies.runner import Experiment  # noqa: E402
+
+SHAPES = ('two-host', 'multi-hop')
+PROBE_PORT = 9000
+IPERF_PORT = 5201
+
+
+def _floats(text):
+    """Parse '1,5,20' into a list of floats."""
+    return [float(x) for x in str(text).split(',') if x.strip()]
+
+
+def _us(ms):
+    """A delay in ms as a tc-style string with microseconds."""
+    return '%dus' % round(ms * 1000)
+
+
+def configurations(params):
+    """Return the list of configurations (dicts) measured by this run, in order."""
+    out = []
+    for shape in SHAPES:
+        for d in _floats(params.delays):
+            out.append({'kind': 'delay', 'shape': shape, 'delay_ms': d, 'jitter_ms': 0.0,
+                        'loss': 0.0, 'bw': None})
+        out.append({'kind': 'jitter', 'shape': shape, 'delay_ms': params.jitter_delay,
+                    'jitter_ms': params.jitter, 'loss': 0.0, 'bw': None})
+        for p in _floats(params.losses):
+            out.append({'kind': 'loss', 'shape': shape, 'delay_ms': 0.0, 'jitter_ms': 0.0,
+                        'loss': p, 'bw': None})
+        for pair in str(params.rates).split(','):
+            bw, d = (float(x) for x in pair.split('@'))
+            out.append({'kind': 'goodput', 'shape': shape, 'delay_ms': d, 'jitter_ms': 0.0,
+                        'loss': 0.0, 'bw': bw})
+    for i, c in enumerate(out):
+        c['comp'] = i
+        c.update(_expected(c))
+    return out
+
+
+def _hops(c):
+    """Link parameter dicts along the component's path a -> b (Mininet keywords)."""
+    n = 2 if c['shape'] == 'two-host' else 4
+    links = [{} for _ in range(n)]
+    for link in links:
+        if c['delay_ms'] or c['jitter_ms']:
+            link['delay'] = _us(c['delay_ms'] / n)
+        if c['jitter_ms']:
+            link['jitter'] = _us(c['jitter_ms'])
+    if c['loss']:
+        lossy = [0] if n == 2 else [0, 2]
+        per_link = 100.0 * (1.0 - (1.0 - c['loss'] / 100.0) ** (1.0 / len(lossy)))
+        for i in lossy:
+            links[i]['loss'] = round(per_link, 9)
+    if c['bw']:
+        for i in ([0, 1] if n == 2 else [1]):
+            links[i]['bw'] = c['bw']
+    return links
+
+
+def _expected(c):
+    """Configured round-trip values of a configuration (netem semantics, per link)."""
+    hops = _hops(c)
+    jitter_var = sum((c['jitter_ms'] ** 2) / 3.0 for h in hops if 'jitter' in h)
+    return {'rtt_ms': 2.0 * c['delay_ms'], 'rtt_std_ms': math.sqrt(2.0 * jitter_var),
+            'nlinks': len(hops)}
+
+
+class FidelityTopo(Topo):
+    """One disconnected component per configuration."""
+
+    def build(self, configs=()):
+        """Add a, b and the switches of every configuration."""
+        for c in configs:
+            i = c['comp']
+            a, b = self.addHost('a%d' % i), self.addHost('b%d' % i)
+            hops = _hops(c)
+            switches = [self.addSwitch('s%d' % (100 * (i + 1) + k))
+                        for k in range(len(hops) - 1)]
+            chain = [a] + switches + [b]
+            for k, params in enumerate(hops):
+                self.addLink(chain[k], chain[k + 1], **params)
+
+
+def _cpu_busy():
+    """(busy, total) jiffies of the whole machine from /proc/stat."""
+    with open('/proc/stat') as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+class Fidelity(Experiment):
+    """Configured vs measured link delay, jitter, loss and goodput."""
+
+    name = 'fidelity'
+    scales = {'smoke': {'delays': '5,20', 'losses': '1', 'rates': '10@10,100@0',
+                        'rtt_packets': 200, 'loss_packets': 20000, 'duration': 2.0},
+              'default': {'delays': '1,5,20,50,100', 'losses': '0.1,1,5',
+                          'rates': '10@0,10@10,100@0,100@10,500@0,500@1',
+                          'rtt_packets': 1000, 'loss_packets': 20000, 'duration': 5.0},
+              'seed': {'delays': '1,5,20,50,100', 'losses': '0.1,1,5,10',
+                       'rates': '10@0,10@10,100@0,100@10,500@0,500@1',
+                       'rtt_packets': 3000, 'loss_packets': 100000, 'duration': 10.0},
+              'defaults': {'jitter': 2.0, 'jitter_delay': 20.0, 'rtt_interval': 0.005}}
+
+    def add_arguments(self, parser):
+        """Add the sweep lists and probe sizes."""
+        parser.add_argument('--delays', default=None, metavar='MS,MS',
+                            help='one-way path delays to measure (default 1,5,20,50,100)')
+        parser.add_argument('--losses', default=None, metavar='PCT,PCT',
+                            help='one-way path loss rates in percent (default 0.1,1,5)')
+        parser.add_argument('--rates', default=None, metavar='MBIT@MS,...',
+                            help='bandwidth@one-way delay pairs for goodput '
+                            '(default 10@0,10@10,100@0,100@10,500@0,500@1)')
+        parser.add_argument('--jitter', type=float, default=None, metavar='MS',
+                            help='jitter of every link in the jitter points (default 2)')
+        parser.add_argument('--jitter-delay', type=float, default=None, metavar='MS',
+                            help='one-way path delay of the jitter points (default 20)')
+        parser.add_argument('--rtt-packets', type=int, default=None, metavar='N',
+                            help='probes per delay/jitter point (default 1000)')
+        parser.add_argument('--rtt-interval', type=float, default=None, metavar='S',
+                            help='seconds between delay probes (default 0.005)')
+        parser.add_argument('--loss-packets', type=int, default=None, metavar='N',
+                            help='probes per loss point (default 20000)')
+        parser.add_argument('--duration', type=float, default=None, metavar='S',
+                            help='seconds per iperf3 transfer (default 5)')
+
+    def topology(self, params):
+        """Return one component per configuration."""
+        return FidelityTopo(configs=configurations(params))
+
+    def points(self, params):
+        """One point per configuration and repetition."""
+        points = []
+        for rep in range(params.repeat):
+            for c in configurations(params):
+                points.append(dict(c, point=len(points), repetition=rep,
+                                   seed=params.seed * 1000 + len(points)))
+        return points
+
+    def setup(self, ctx):
+        """Record the TCP buffer sysctls the transfers ran with."""
+        host = ctx.net.hosts[0]
+        text = host.cmd('sysctl net.ipv4.tcp_rmem net.ipv4.tcp_wmem net.core.rmem_max '
+                        'net.core.wmem_max net.ipv4.tcp_congestion_control')
+        with open(ctx.results.log_path('sysctl', '.txt'), 'w') as f:
+            f.write(text)
+
+    def run_point(self, ctx, point):
+        """Measure one configuration; return what the daemons and the CPU cost."""
+        emu = ctx.network.links
+        a, b = ctx.host('a%d' % point['comp']), ctx.host('b%d' % point['comp'])
+        cpu_before = emu.daemon_cpu_seconds() if hasattr(emu, 'daemon_cpu_seconds') else {}
+        busy0, total0 = _cpu_busy()
+        started = time.monotonic()
+        if point['kind'] == 'goodput':
+            self._goodput(ctx, point, a, b)
+        else:
+            self._probe(ctx, point, a, b)
+        elapsed = time.monotonic() - started
+        busy1, total1 = _cpu_busy()
+        cpu_after = emu.daemon_cpu_seconds() if hasattr(emu, 'daemon_cpu_seconds') else {}
+        daemon_s = sum(cpu_after.get(h, 0.0) - cpu_before.get(h, 0.0)
+                       for h in (a.name, b.name))
+        return {'elapsed_s': round(elapsed, 3), 'daemon_cpu_s': round(daemon_s, 3),
+                'machine_busy': round((busy1 - busy0) / max(1, total1 - total0), 4)}
+
+    def _probe(self, ctx, point, a, b):
+        """UDP echo probe (and ping for delay points) from a to b."""
+        p = point['point']
+        reflector = ctx.start_node(b, 'reflect-p%d' % p,
+                                   [sys.executable, '-m', 'workloads.probe', 'reflect',
+                                    '--port', PROBE_PORT], ready=LogReady())
+        if point['kind'] == 'loss':
+            count, interval = ctx.params.loss_packets, 0.0001
+        elif point['kind'] == 'jitter':
+            count, interval = ctx.params.rtt_packets, 0.001
+        else:
+            count, interval = ctx.params.rtt_packets, ctx.params.rtt_interval
+        drain = 1.0 + 4 * point['rtt_ms'] / 1000.0
+        sender = ctx.start_node(a, 'probe-p%d' % p,
+                                [sys.executable, '-m', 'workloads.probe', 'send',
+                                 '--dst', b.IP(), '--port', PROBE_PORT, '--count', count,
+                                 '--interval', interval, '--stream', p + 1,
+                                 '--drain', drain])
+        sender.wait(timeout=count * interval * 3 + drain + 30)
+        reported = LogReady('stream')
+        deadline = time.monotonic() + 5
+        while not reported.check(reflector) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        ctx.stop_nodes([reflector])
+        if sender.returncode != 0:
+            raise RuntimeError('%s exited with %s; see %s' % (sender.name, sender.returncode,
+                                                             sender.err_path))
+        if point['kind'] == 'delay':
+            for flag, label in ((None, 'kernel'), ('-U', 'user')):
+                argv = ['ping', '-n', '-q', '-c', 20, '-i', 0.02]
+                argv += [flag] if flag else []
+                node = ctx.start_node(a, 'ping-%s-p%d' % (label, p), argv + [b.IP()],
+                                      suffix='.txt')
+                node.wait(timeout=30 + 40 * point['rtt_ms'] / 1000.0)
+
+    def _goodput(self, ctx, point, a, b):
+        """iperf3 TCP, then UDP at the configured rate, from a to b."""
+        p = point['point']
+        for proto in ('tcp', 'udp'):
+            port = IPERF_PORT + (p % 1000)
+            server = ctx.start_node(b, 'iperf-%s-server-p%d' % (proto, p),
+                                    ['iperf3', '-s', '-1', '-J', '-p', port],
+                                    ready=TcpListening(port), suffix='.json')
+            argv = ['iperf3', '-c', b.IP(), '-p', port, '-J', '-t', ctx.params.duration]
+            if proto == 'udp':
+                argv += ['-u', '-b', '%gM' % point['bw']]
+            client = ctx.start_node(a, 'iperf-%s-client-p%d' % (proto, p), argv,
+                                    suffix='.json')
+            client.wait(timeout=ctx.params.duration + 30)
+            server.wait(timeout=15)
+            if client.returncode != 0:
+                raise RuntimeError('%s exited with %s; see %s' % (
+                    client.name, client.returncode, client.log_path))
+
+    def finish(self, ctx):
+        """Save the daemons' final counters and the composed paths."""
+        emu = ctx.network.links
+        record = {'mechanism': getattr(emu, 'mechanism', None),
+                  'daemons': emu.daemon_stats() if hasattr(emu, 'daemon_stats') else {},
+                  'paths': emu.path_records() if hasattr(emu, 'path_records') else []}
+        with open(ctx.results.log_path('linkemu', '.json'), 'w') as f:
+            json.dump(record, f, indent=1, sort_keys=True)
+
+
+if __name__ == '__main__':
+    sys.exit(Fidelity().main())

@@ -1,0 +1,185 @@
+"""UDP probe: round-trip time, jitter, one-way loss and reordering between two hosts.
+
+``ping`` is not enough for link-emulation fidelity: without netem the delay is applied after
+the kernel stamps an incoming packet, so ping's default (kernel receive timestamp,
+SO_TIMESTAMP) misses the hold at the receiver of the reply; and ping reports neither
+reordering nor which direction lost a packet. This probe times with the application's own
+monotonic clock, like any real client.
+
+``reflect``: binds a UDP port, echoes every probe datagram back unchanged, and counts per
+stream what arrived one way (received, duplicates, reordered = arrived after a higher
+sequence number). When a stream's end marker arrives it prints
+``{"event": "stream", ...}``. Malformed datagrams are counted and reported, never fatal.
+
+``send``: sends ``--count`` datagrams of ``--size`` bytes every ``--interval`` seconds, each
+carrying (stream, sequence number, send time in ns); logs one ``{"event": "echo", "seq",
+"rtt_us"}`` line per echo, waits ``--drain`` seconds for late echoes, then sends the end marker
+(10 times, so a lossy path still delivers it) and prints ``{"event": "summary", ...}``.
+
+    python -m workloads.probe reflect --port 9000
+    python -m workloads.probe send --dst 10.0.0.2 --port 9000 --count 20000 --interval 0.0002
+"""
+
+import argparse
+import json
+import select
+import socket
+import struct
+import sys
+import time
+
+DATA = b'RNP1'
+END = b'RNPE'
+HEADER = struct.Struct('!4sIIQ')   # magic, stream, seq (END: count sent), send time ns
+END_COPIES = 10
+
+
+def emit(record):
+    """Write one JSON line with the current wall time to stdout."""
+    record.setdefault('t', round(time.time(), 6))
+    sys.stdout.write(json.dumps(record, sort_keys=True) + '\n')
+    sys.stdout.flush()
+
+
+class StreamCount:
+    """One-way arrival counters of one stream at the reflector."""
+
+    def __init__(self):
+        self.received = 0
+        self.duplicates = 0
+        self.reordered = 0
+        self.max_seq = -1
+        self.seen = set()
+        self.reported = False
+
+    def arrive(self, seq):
+        """Count one arrival of sequence number seq."""
+        if seq in self.seen:
+            self.duplicates += 1
+            return
+        self.seen.add(seq)
+        self.received += 1
+        if seq < self.max_seq:
+            self.reordered += 1
+        else:
+            self.max_seq = seq
+
+
+def reflect(args):
+    """Echo probes forever; report each stream's one-way counts at its end marker."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.bind((args.bind, args.port))
+    streams, malformed = {}, 0
+    emit({'event': 'ready', 'port': args.port})
+    while True:
+        data, peer = sock.recvfrom(65535)
+        if len(data) < HEADER.size or data[:4] not in (DATA, END):
+            malformed += 1
+            if malformed in (1, 10, 100, 1000) or malformed % 10000 == 0:
+                emit({'event': 'error', 'error': 'malformed datagram', 'from': peer[0],
+                      'bytes': len(data), 'malformed': malformed})
+            continue
+        magic, stream, seq, _ = HEADER.unpack_from(data)
+        counts = streams.setdefault(stream, StreamCount())
+        if magic == DATA:
+            counts.arrive(seq)
+            sock.sendto(data, peer)
+        elif not counts.reported:
+            counts.reported = True
+            emit({'event': 'stream', 'stream': stream, 'sent': seq,
+                  'received': counts.received, 'duplicates': counts.duplicates,
+                  'reordered': counts.reordered, 'from': peer[0]})
+            counts.seen = set()
+
+
+def send(args):
+    """Send the probe stream, log every echo, then the end marker and a summary."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.connect((args.dst, args.port))
+    sock.setblocking(False)
+    pad = b'\0' * max(0, args.size - HEADER.size)
+    echoed, reordered, highest, errors = set(), 0, -1, 0
+    interval_ns = int(args.interval * 1e9)
+    start = time.monotonic_ns()
+    sent = 0
+    out = []
+
+    def drain():
+        nonlocal reordered, highest
+        while True:
+            try:
+                data = sock.recv(65535)
+            except (BlockingIOError, ConnectionRefusedError):
+                return
+            now = time.monotonic_ns()
+            if len(data) < HEADER.size:
+                continue
+            magic, stream, seq, t_sent = HEADER.unpack_from(data)
+            if magic != DATA or stream != args.stream or seq in echoed:
+                continue
+            echoed.add(seq)
+            if seq < highest:
+                reordered += 1
+            highest = max(highest, seq)
+            out.append('{"event": "echo", "seq": %d, "rtt_us": %.1f}\n'
+                       % (seq, (now - t_sent) / 1000.0))
+
+    while sent < args.count:
+        now = time.monotonic_ns()
+        due = start + sent * interval_ns
+        if now >= due:
+            try:
+                sock.send(HEADER.pack(DATA, args.stream, sent, time.monotonic_ns()) + pad)
+            except (BlockingIOError, ConnectionRefusedError):
+                errors += 1
+            sent += 1
+            continue
+        select.select([sock], [], [], (due - now) / 1e9)
+        drain()
+    deadline = time.monotonic() + args.drain
+    while time.monotonic() < deadline and len(echoed) < sent:
+        select.select([sock], [], [], 0.05)
+        drain()
+    sys.stdout.write(''.join(out))
+    for _ in range(END_COPIES):
+        sock.send(HEADER.pack(END, args.stream, sent, 0))
+        time.sleep(0.002)
+    emit({'event': 'summary', 'stream': args.stream, 'sent': sent, 'echoed': len(echoed),
+          'reordered_echoes': reordered, 'send_errors': errors,
+          'duration_s': round((time.monotonic_ns() - start) / 1e9, 3)})
+
+
+def build_parser():
+    """Return the command-line parser of both modes."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='mode', required=True)
+    r = sub.add_parser('reflect', help='echo probes and count one-way arrivals')
+    r.add_argument('--port', type=int, required=True)
+    r.add_argument('--bind', default='0.0.0.0')
+    s = sub.add_parser('send', help='send a probe stream and time the echoes')
+    s.add_argument('--dst', required=True)
+    s.add_argument('--port', type=int, required=True)
+    s.add_argument('--count', type=int, default=1000)
+    s.add_argument('--interval', type=float, default=0.01, help='seconds between probes')
+    s.add_argument('--size', type=int, default=64, help='UDP payload bytes (>= 20)')
+    s.add_argument('--stream', type=int, default=1)
+    s.add_argument('--drain', type=float, default=2.0, help='seconds to wait for late echoes')
+    return parser
+
+
+def main(argv=None):
+    """Run one mode; bad arguments exit with status 2 and a message."""
+    args = build_parser().parse_args(argv)
+    if args.mode == 'send' and (args.count < 1 or args.interval < 0 or args.size < 0):
+        build_parser().error('--count must be >= 1, --interval and --size >= 0')
+    try:
+        (reflect if args.mode == 'reflect' else send)(args)
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
