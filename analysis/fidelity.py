@@ -1,0 +1,279 @@
+"""Analysis of the link-emulation fidelity benchmark: configured vs measured, and targets.
+
+Reads only ``manifest.json`` and ``logs/`` of a run of ``topologies/fidelity.py`` and writes:
+
+- ``tables/rtt.csv``: per delay/jitter point: configured RTT (twice the one-way delay) and
+  RTT std, the probe's median/mean/std/p99 RTT, one-way and echo reordering counts;
+- ``tables/ping.csv``: ``ping`` (kernel receive timestamp) vs ``ping -U`` (user clock);
+- ``tables/loss.csv``: per loss point: probes sent, one-way received, measured loss, the 99 %
+  binomial interval of the lost count around the configured rate;
+- ``tables/goodput.csv``: TCP and UDP goodput per configured rate and delay, with the ratio;
+- ``tables/cpu.csv``: per point: seconds, CPU seconds of the linkdelay daemons, machine busy;
+- ``tables/targets.csv`` and ``report.md``: each target of issue 3 with the measured ratio
+  and PASS/MISS; figures ``rtt``, ``loss``, ``goodput`` (configured vs measured), ``cpu``.
+
+Targets: median RTT within 3 % + 0.2 ms of the configured RTT at every delay; one-way loss
+inside the 99 % binomial interval; TCP goodput >= 90 % of bw for 10 and 100 Mbit/s with 10 ms,
+>= 80 % for 500 Mbit/s with 1 ms; no reordering without jitter; RTT std within 20 % of the
+configured jitter's (netem's uniform jitter per link: variance jitter^2/3 per link direction).
+"""
+
+import json
+import pathlib
+import re
+
+import numpy as np
+import pandas as pd
+from scipy.stats import binom
+
+from analysis import figures
+from topologies.results import read_manifest
+
+FLOAT = '%.4f'
+_PING_RTT = re.compile(r'= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms')
+
+
+def read_points(run_dir):
+    """Return (point, result) pairs from logs/points.jsonl, in point order."""
+    out = []
+    path = pathlib.Path(run_dir) / 'logs' / 'points.jsonl'
+    for line in path.read_text().splitlines() if path.exists() else []:
+        record = json.loads(line)
+        if record.get('event') == 'point':
+            out.append((record['point'], record.get('result') or {}))
+    return sorted(out, key=lambda pr: pr[0]['point'])
+
+
+def _jsonl(path):
+    """Parse a JSON-lines file, skipping lines that are not JSON objects."""
+    rows = []
+    for line in pathlib.Path(path).read_text().splitlines():
+        if line.startswith('{'):
+            rows.append(json.loads(line))
+    return rows
+
+
+def _base(point):
+    """Columns every table starts with."""
+    return {'point': point['point'], 'repetition': point['repetition'], 'kind': point['kind'],
+            'shape': point['shape']}
+
+
+def rtt_rows(logs, point):
+    """One rtt.csv row from a probe point's sender and reflector logs."""
+    p = point['point']
+    sent = _jsonl(logs / ('probe-p%d.jsonl' % p))
+    rtts = np.array([r['rtt_us'] for r in sent if r['event'] == 'echo']) / 1000.0
+    summary = next(r for r in sent if r['event'] == 'summary')
+    stream = [r for r in _jsonl(logs / ('reflect-p%d.jsonl' % p)) if r['event'] == 'stream']
+    oneway = stream[0] if stream else {}
+    return {**_base(point), 'delay_ms': point['delay_ms'], 'jitter_ms': point['jitter_ms'],
+            'loss': point['loss'], 'nlinks': point['nlinks'],
+            'configured_rtt_ms': point['rtt_ms'], 'configured_rtt_std_ms': point['rtt_std_ms'],
+            'sent': summary['sent'], 'echoed': summary['echoed'],
+            'oneway_received': oneway.get('received'),
+            'median_rtt_ms': float(np.median(rtts)) if len(rtts) else None,
+            'mean_rtt_ms': float(rtts.mean()) if len(rtts) else None,
+            'std_rtt_ms': float(rtts.std()) if len(rtts) else None,
+            'p99_rtt_ms': float(np.percentile(rtts, 99)) if len(rtts) else None,
+            'reordered_oneway': oneway.get('reordered'),
+            'reordered_echoes': summary['reordered_echoes']}
+
+
+def ping_row(logs, point):
+    """ping (kernel timestamps) vs ping -U (user clock) averages of a delay point."""
+    row = {**_base(point), 'delay_ms': point['delay_ms'], 'configured_rtt_ms': point['rtt_ms']}
+    for label in ('kernel', 'user'):
+        path = logs / ('ping-%s-p%d.txt' % (label, point['point']))
+        match = _PING_RTT.search(path.read_text()) if path.exists() else None
+        row['ping_%s_avg_ms' % label] = float(match.group(2)) if match else None
+    return row
+
+
+def loss_row(rtt, point):
+    """loss.csv row: measured one-way loss and the 99 % binomial interval of the count."""
+    n, received = rtt['sent'], rtt['oneway_received'] or 0
+    p = point['loss'] / 100.0
+    lo, hi = binom.ppf(0.005, n, p), binom.ppf(0.995, n, p)
+    lost = n - received
+    return {**_base(point), 'configured_loss_pct': point['loss'], 'sent': n,
+            'received': received, 'lost': lost, 'measured_loss_pct': 100.0 * lost / n,
+            'lost_lo99': int(lo), 'lost_hi99': int(hi), 'inside_99': bool(lo <= lost <= hi),
+            'echo_loss_pct': 100.0 * (n - rtt['echoed']) / n,
+            'configured_echo_loss_pct': 100.0 * (1 - (1 - p) ** 2)}
+
+
+def goodput_rows(logs, point):
+    """goodput.csv rows (tcp, udp) from the iperf3 client JSON of a goodput point."""
+    rows = []
+    for proto in ('tcp', 'udp'):
+        path = logs / ('iperf-%s-client-p%d.json' % (proto, point['point']))
+        if not path.exists():
+            continue
+        end = json.loads(path.read_text())['end']
+        received = end['sum_received']
+        mbps = received['bits_per_second'] / 1e6
+        rows.append({**_base(point), 'proto': proto, 'bw': point['bw'],
+                     'delay_ms': point['delay_ms'], 'goodput_mbps': mbps,
+                     'ratio': mbps / point['bw'],
+                     'retransmits': end.get('sum_sent', {}).get('retransmits'),
+                     'udp_lost_pct': received.get('lost_percent')})
+    return rows
+
+
+def tables(run_dir):
+    """Return all fidelity tables as DataFrames, from logs and manifest only."""
+    logs = pathlib.Path(run_dir) / 'logs'
+    rtt, ping, loss, goodput, cpu = [], [], [], [], []
+    for point, result in read_points(run_dir):
+        cpu.append({**_base(point), 'delay_ms': point['delay_ms'], 'loss': point['loss'],
+                    'bw': point['bw'], 'seconds': result.get('elapsed_s'),
+                    'daemon_cpu_s': result.get('daemon_cpu_s'),
+                    'daemon_cpu_fraction': (result.get('daemon_cpu_s') or 0) /
+                    max(result.get('elapsed_s') or 1e-9, 1e-9),
+                    'machine_busy': result.get('machine_busy')})
+        if point['kind'] == 'goodput':
+            goodput += goodput_rows(logs, point)
+            continue
+        row = rtt_rows(logs, point)
+        if point['kind'] == 'loss':
+            loss.append(loss_row(row, point))
+        else:
+            rtt.append(row)
+        if point['kind'] == 'delay':
+            ping.append(ping_row(logs, point))
+    return {'rtt': pd.DataFrame(rtt), 'ping': pd.DataFrame(ping), 'loss': pd.DataFrame(loss),
+            'goodput': pd.DataFrame(goodput), 'cpu': pd.DataFrame(cpu)}
+
+
+def targets(t):
+    """One row per target: what, measured (worst case), PASS/MISS."""
+    rows = []
+    rtt = t['rtt']
+    delay = rtt[rtt['kind'] == 'delay'] if len(rtt) else rtt
+    for _, r in delay.iterrows():
+        tol = 0.03 * r['configured_rtt_ms'] + 0.2
+        err = r['median_rtt_ms'] - r['configured_rtt_ms']
+        rows.append({'target': 'median RTT within 3%% + 0.2 ms of %g ms (%s)'
+                     % (r['configured_rtt_ms'], r['shape']),
+                     'measured': '%.3f ms (ratio %.4f, error %+.3f ms, allowed %.3f)'
+                     % (r['median_rtt_ms'], r['median_rtt_ms'] / r['configured_rtt_ms'],
+                        err, tol), 'pass': abs(err) <= tol})
+    for _, r in t['loss'].iterrows():
+        rows.append({'target': 'one-way loss %g%% inside 99%% binomial interval (%s, n=%d)'
+                     % (r['configured_loss_pct'], r['shape'], r['sent']),
+                     'measured': '%.4f%% (ratio %.3f; lost %d, interval %d..%d)'
+                     % (r['measured_loss_pct'], r['measured_loss_pct'] /
+                        r['configured_loss_pct'], r['lost'], r['lost_lo99'], r['lost_hi99']),
+                     'pass': bool(r['inside_99'])})
+    need = {(10.0, 10.0): 0.9, (100.0, 10.0): 0.9, (500.0, 1.0): 0.8}
+    gp = t['goodput']
+    for _, r in (gp[gp['proto'] == 'tcp'].iterrows() if len(gp) else []):
+        floor = need.get((r['bw'], r['delay_ms']))
+        if floor is None:
+            continue
+        rows.append({'target': 'TCP goodput >= %d%% of %g Mbit/s with %g ms one way (%s)'
+                     % (floor * 100, r['bw'], r['delay_ms'], r['shape']),
+                     'measured': '%.1f Mbit/s (ratio %.3f)' % (r['goodput_mbps'], r['ratio']),
+                     'pass': r['ratio'] >= floor})
+    plain = rtt[rtt['kind'] == 'delay'] if len(rtt) else rtt
+    if len(plain):
+        reordered = int(plain['reordered_oneway'].fillna(0).sum() +
+                        plain['reordered_echoes'].sum())
+        rows.append({'target': 'no reordering without jitter (%d delay points)' % len(plain),
+                     'measured': '%d reordered packets' % reordered, 'pass': reordered == 0})
+    jit = rtt[rtt['kind'] == 'jitter'] if len(rtt) else rtt
+    for _, r in jit.iterrows():
+        ratio = r['std_rtt_ms'] / r['configured_rtt_std_ms']
+        rows.append({'target': 'RTT std within 20%% of configured %.3f ms (%s)'
+                     % (r['configured_rtt_std_ms'], r['shape']),
+                     'measured': '%.3f ms (ratio %.3f)' % (r['std_rtt_ms'], ratio),
+                     'pass': abs(ratio - 1) <= 0.2})
+    return pd.DataFrame(rows, columns=['target', 'measured', 'pass'])
+
+
+def draw(t, figures_dir):
+    """Draw the configured-vs-measured figures and the CPU bars."""
+    if len(t['rtt']):
+        figures.measured_vs_configured(
+            t['rtt'], 'configured_rtt_ms', 'median_rtt_ms', figures_dir, 'rtt',
+            'Round-trip time', 'configured RTT (ms)', 'median measured RTT (ms)', hue='shape')
+    if len(t['loss']):
+        figures.measured_vs_configured(
+            t['loss'], 'configured_loss_pct', 'measured_loss_pct', figures_dir, 'loss',
+            'One-way loss', 'configured loss (%)', 'measured loss (%)', hue='shape')
+    if len(t['goodput']):
+        df = t['goodput'].assign(transfer=lambda d: d['proto'] + ' ' + d['delay_ms'].map(
+            lambda x: '%g ms' % x))
+        figures.measured_vs_configured(
+            df, 'bw', 'goodput_mbps', figures_dir, 'goodput', 'Goodput',
+            'configured bandwidth (Mbit/s)', 'measured goodput (Mbit/s)', hue='transfer')
+    if len(t['cpu']):
+        df = t['cpu'].assign(what=lambda d: d['kind'])
+        figures.bars_with_spread(
+            df, 'what', 'daemon_cpu_fraction', figures_dir, 'cpu',
+            'CPU used by the linkdelay daemons', 'measurement kind',
+            'daemon CPU (cores)')
+
+
+def _markdown(df, floatfmt='%.3f'):
+    """Render a DataFrame as a GitHub markdown table."""
+    if not len(df):
+        return '(none)\n'
+    cols = list(df.columns)
+    lines = ['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)]
+    for _, r in df.iterrows():
+        cells = [floatfmt % v if isinstance(v, float) else str(v) for v in r]
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def build(run_dir):
+    """Rewrite tables/, figures/ and report.md of a fidelity run; return the targets."""
+    run_dir = pathlib.Path(run_dir)
+    manifest = read_manifest(run_dir)
+    t = tables(run_dir)
+    goal = targets(t)
+    (run_dir / 'tables').mkdir(exist_ok=True)
+    for name, df in list(t.items()) + [('targets', goal)]:
+        df.to_csv(run_dir / 'tables' / ('%s.csv' % name), index=False, float_format=FLOAT)
+    draw(t, run_dir / 'figures')
+    links = manifest.get('mechanisms', {}).get('links', [])
+    mechanisms = sorted({r.get('mechanism') for r in links if isinstance(r, dict)})
+    passed = int(goal['pass'].sum()) if len(goal) else 0
+    gp = t['goodput']
+    cpu = t['cpu']
+    text = ['# Link-emulation fidelity\n\n',
+            'Run status: %s; link mechanisms: %s; kernel %s.\n\n' % (
+                manifest.get('status'), ', '.join(map(str, mechanisms)) or 'none',
+                manifest.get('provenance', {}).get('kernel', {}).get('release', '?')),
+            '## Targets: %d of %d PASS\n\n' % (passed, len(goal)),
+            _markdown(goal.assign(**{'pass': goal['pass'].map(
+                {True: 'PASS', False: 'MISS'})})) if len(goal) else '(none)\n',
+            '\n## Round-trip time (UDP probe, application clock)\n\n',
+            _markdown(t['rtt'][['shape', 'kind', 'configured_rtt_ms', 'median_rtt_ms',
+                                'std_rtt_ms', 'configured_rtt_std_ms', 'p99_rtt_ms',
+                                'reordered_oneway', 'reordered_echoes']]
+                      if len(t['rtt']) else t['rtt']),
+            '\n## ping vs ping -U\n\n',
+            'Without netem the hold happens after the kernel stamps the arriving packet, so '
+            "ping's default (kernel receive timestamp) misses the reply's hold; `ping -U` and "
+            'every application clock see it.\n\n',
+            _markdown(t['ping'].drop(columns=['point', 'repetition', 'kind'])
+                      if len(t['ping']) else t['ping']),
+            '\n## Loss (one way, reflector count)\n\n',
+            _markdown(t['loss'].drop(columns=['point', 'repetition', 'kind'])
+                      if len(t['loss']) else t['loss'], '%.4f'),
+            '\n## Goodput (iperf3, receiver)\n\n',
+            _markdown(gp.drop(columns=['point', 'repetition', 'kind']) if len(gp) else gp),
+            '\n## CPU cost\n\n',
+            'Daemon CPU is user+system time of the linkdelay processes of the point\'s two '
+            'hosts; machine busy is the whole 2-core machine (1.0 = both cores).\n\n',
+            _markdown(cpu[['shape', 'kind', 'delay_ms', 'loss', 'bw', 'seconds',
+                           'daemon_cpu_s', 'daemon_cpu_fraction', 'machine_busy']]
+                      if len(cpu) else cpu),
+            '\n## Figures\n\n',
+            '![rtt](figures/rtt.png) ![loss](figures/loss.png) '
+            '![goodput](figures/goodput.png) ![cpu](figures/cpu.png)\n']
+    (run_dir / 'report.md').write_text(''.join(text))
+    return goal
