@@ -45,10 +45,13 @@ noted and ignored.  The exit status is 0 (ok), 1 (failed) or 128+signal
 ``RunContext`` (``ctx``) is what ``run_point`` gets: ``ctx.net`` (the Mininet
 object), ``ctx.params``, ``ctx.results`` (ResultsFolder), ``ctx.network``
 (what was chosen), ``ctx.caps``, ``ctx.point``, ``ctx.host(name)``,
-``ctx.start_node(host, name, argv, ready=..., barrier=False, suffix='.jsonl')``
-(a tracked ``NodeProcess``; without a barrier it waits for readiness),
+``ctx.start_node(host, name, argv, ready=..., barrier=False, suffix='.jsonl',
+wait=True)`` (a tracked ``NodeProcess``; unless ``barrier`` or ``wait=False``
+it waits for readiness; with ``wait=False`` start many, then call
+``node.wait_ready()`` on each),
 ``ctx.release(nodes)`` (barrier: wait until every node is ready, then send
-``go`` to all) and ``ctx.stop_nodes(nodes)``.  Node names are unique per run
+``go`` to all) and ``ctx.stop_nodes(nodes)``.  The manifest's ``nodes`` lists every node
+process with its argv, host, PID and exit status.  Node names are unique per run
 (they name the log files), e.g. ``'server-p%d' % point['point']``.
 Node processes inherit ``PYTHONPATH`` with the repository root, so
 ``[sys.executable, '-m', 'nodes.x']`` works on every host.
@@ -218,6 +221,7 @@ class Experiment:
             folder.update(mechanisms=net.mechanisms())
             ctx = RunContext(net, params, folder, state)
             self.setup(ctx)
+            monitor.set_phase(cpu.MEASURE)  # judge CPU over the points only
             self._points(ctx, points, folder)
             self.finish(ctx)
             status = 'ok'
@@ -230,7 +234,11 @@ class Experiment:
             traceback.print_exc()
         finally:
             _defer_signals()
+            if monitor is not None:
+                monitor.set_phase(None)
             error = _teardown(ctx, net, state, error)
+            if ctx is not None:
+                fields['nodes'] = [node_record(n) for n in ctx.nodes]
             if error and status == 'ok':
                 status = 'failed'
             if monitor is not None:
@@ -271,6 +279,13 @@ class Experiment:
                   file=sys.stderr)
             return EXIT_FAILED
         return 0
+
+
+def node_record(node):
+    """Return what the manifest keeps about one node process."""
+    return {'name': node.name, 'argv': node.argv, 'pid': node.pid,
+            'host': getattr(node.host, 'name', None),
+            'returncode': node.returncode}
 
 
 def _teardown(ctx, net, state, error):

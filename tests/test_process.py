@@ -1,0 +1,131 @@
+"""NodeProcess on this machine (host=None): logs, readiness, barrier, stop."""
+
+import json
+import os
+import socket
+import sys
+import time
+
+import pytest
+
+from nodes.process import LogReady, NodeError, NodeProcess, TcpListening, \
+    TcpReady
+
+BARRIER_NODE = r'''
+import json, sys, time
+print(json.dumps({"t": 0.0, "event": "ready"}), flush=True)
+line = sys.stdin.readline().strip()
+print(json.dumps({"t": 1.0, "event": "released", "line": line}), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+'''
+
+SERVER = r'''
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], file=sys.stderr, flush=True)
+time.sleep(float(sys.argv[1]))
+s.listen()
+while True:
+    c, _ = s.accept()
+    c.close()
+'''
+
+
+def _py(code, *args):
+    return [sys.executable, '-c', code] + [str(a) for a in args]
+
+
+def test_barrier_logs_and_exit_status(tmp_path):
+    node = NodeProcess(None, 'n1', _py(BARRIER_NODE), tmp_path,
+                       ready=LogReady(), barrier=True).start()
+    node.wait_ready(timeout=10)
+    assert node.returncode is None          # blocked on the barrier
+    node.go()
+    assert node.wait(timeout=10) == 0
+    records = [json.loads(x) for x in open(tmp_path / 'n1.jsonl')]
+    assert records[1] == {'t': 1.0, 'event': 'released', 'line': 'go'}
+    assert (tmp_path / 'n1.err').read_text() == 'to stderr\n'
+
+
+def test_exit_before_ready_is_an_error_with_stderr(tmp_path):
+    node = NodeProcess(None, 'bad', _py('import sys; sys.exit("no config")'),
+                       tmp_path, ready=LogReady()).start()
+    with pytest.raises(NodeError, match='status 1.*no config'):
+        node.wait_ready(timeout=10)
+
+
+def test_not_ready_in_time(tmp_path):
+    node = NodeProcess(None, 'slow', _py('import time; time.sleep(30)'),
+                       tmp_path, ready=LogReady()).start()
+    try:
+        with pytest.raises(NodeError, match='not ready'):
+            node.wait_ready(timeout=0.3)
+    finally:
+        node.stop(grace=1)
+
+
+def _port_of(node):
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        text = open(node.err_path).read().strip()
+        if text:
+            return int(text)
+        time.sleep(0.02)
+    raise AssertionError('server printed no port')
+
+
+def test_tcp_readiness_waits_for_listen(tmp_path):
+    node = NodeProcess(None, 'srv', _py(SERVER, 0.5), tmp_path).start()
+    try:
+        port = _port_of(node)
+        listening = TcpListening(port)
+        assert not listening.check(node)    # bound but not listening yet
+        node.ready = listening
+        node.wait_ready(timeout=10)
+        node.ready = TcpReady(port)
+        node.wait_ready(timeout=10)
+        with socket.create_connection(('127.0.0.1', port), timeout=2):
+            pass
+    finally:
+        node.stop(grace=2)
+
+
+def test_stop_escalates_to_sigkill_and_takes_children(tmp_path):
+    code = ('import signal, subprocess, sys, time\n'
+            'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+            'child = subprocess.Popen([sys.executable, "-c", '
+            '"import time; time.sleep(60)"])\n'
+            'print(child.pid, flush=True)\n'
+            'time.sleep(60)\n')
+    node = NodeProcess(None, 'stubborn', _py(code), tmp_path,
+                       suffix='.txt').start()
+    deadline = time.monotonic() + 10
+    while not open(node.log_path).read().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    child = int(open(node.log_path).read())
+    started = time.monotonic()
+    assert node.stop(grace=0.5) == -9
+    assert time.monotonic() - started < 5
+    deadline = time.monotonic() + 5
+    while os.path.exists('/proc/%d' % child):   # reaped by init
+        with open('/proc/%d/stat' % child) as f:
+            if f.read().rsplit(')', 1)[1].split()[0] == 'Z':
+                break
+        assert time.monotonic() < deadline, 'child survived stop()'
+        time.sleep(0.02)
+
+
+def test_bad_arguments_are_refused(tmp_path):
+    with pytest.raises(ValueError):
+        NodeProcess(None, 'x', 'echo hi', tmp_path)
+    with pytest.raises(ValueError):
+        NodeProcess(None, '../x', ['echo'], tmp_path)
+    node = NodeProcess(None, 'missing', ['/nonexistent/tool'], tmp_path)
+    with pytest.raises(NodeError, match='cannot start'):
+        node.start()
+    node = NodeProcess(None, 'nob', ['true'], tmp_path).start()
+    node.wait(timeout=10)
+    with pytest.raises(NodeError):
+        node.go()

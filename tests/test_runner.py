@@ -1,0 +1,153 @@
+"""Runner machinery: machine lock, leftover state, signals, failing runs."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from topologies import leftovers, runner
+from topologies.results import read_manifest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOCK_SNIPPET = ('import sys; from topologies import leftovers\n'
+                'with leftovers.machine_lock(sys.argv[1]):\n'
+                '    print("inside", flush=True)\n')
+
+
+def _run_locker(lock, **kwargs):
+    return subprocess.run([sys.executable, '-c', LOCK_SNIPPET, str(lock)],
+                          cwd=REPO, capture_output=True, text=True,
+                          timeout=30, **kwargs)
+
+
+def test_lock_free_is_taken_silently(tmp_path):
+    out = _run_locker(tmp_path / 'lock')
+    assert out.returncode == 0 and out.stdout == 'inside\n'
+
+
+def test_lock_held_by_another_process_is_waited_for(tmp_path):
+    lock = tmp_path / 'lock'
+    holder = subprocess.Popen(['flock', str(lock), 'sleep', '1.5'])
+    try:
+        deadline = time.monotonic() + 10
+        while not leftovers._lock_holders(str(lock)):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        started = time.monotonic()
+        out = _run_locker(lock)
+        assert out.returncode == 0
+        assert out.stdout.startswith('waiting for %s' % lock)
+        assert out.stdout.endswith('inside\n')
+        assert time.monotonic() - started > 0.5
+    finally:
+        holder.wait(timeout=10)
+
+
+def test_lock_held_by_an_ancestor_is_used(tmp_path):
+    lock = tmp_path / 'lock'
+    out = subprocess.run(['flock', str(lock), sys.executable, '-c',
+                          LOCK_SNIPPET, str(lock)], cwd=REPO,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    assert out.stdout.startswith('using %s held by parent process' % lock)
+    assert out.stdout.endswith('inside\n')
+
+
+def test_state_kills_recorded_processes_only_if_same_start_time(tmp_path):
+    path = str(tmp_path / 'state.json')
+    victim = subprocess.Popen(['sleep', '60'], start_new_session=True)
+    bystander = subprocess.Popen(['sleep', '60'], start_new_session=True)
+    try:
+        state = leftovers.State(path)
+        state.add_pid(victim.pid)
+        # A recorded PID whose start time differs is a reused PID: spared.
+        state.data['pids'].append([bystander.pid, 1])
+        state._save()
+        loaded = leftovers.State.load(path)
+        assert [victim.pid, leftovers._start_time(victim.pid)] in \
+            loaded.data['pids']
+        done = loaded.clear()
+        assert done == ['process %d' % victim.pid]
+        assert victim.wait(timeout=5) == -signal.SIGKILL
+        assert bystander.poll() is None
+        assert not os.path.exists(path)
+        assert leftovers.State.load(path) is None
+    finally:
+        for p in (victim, bystander):
+            p.kill()
+            p.wait()
+
+
+def test_signals_become_interrupted():
+    handlers = runner._install_signals()
+    try:
+        with pytest.raises(runner.Interrupted) as info:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        assert info.value.signum == signal.SIGTERM
+        runner._defer_signals()
+        os.kill(os.getpid(), signal.SIGINT)     # noted, not raised
+        time.sleep(0.05)
+        assert runner._PENDING[-1] == signal.SIGINT
+    finally:
+        runner._restore_signals(handlers)
+
+
+FAILING = '''
+import sys
+from mininet.topo import Topo
+from topologies.runner import Experiment
+
+class Tiny(Topo):
+    def build(self):
+        s1 = self.addSwitch('s1')
+        for h in ('h1', 'h2'):
+            self.addLink(self.addHost(h), s1)
+
+class Failing(Experiment):
+    """Fails in its second point after starting a node."""
+    name = 'failing'
+    def topology(self, params):
+        return Tiny()
+    def points(self, params):
+        return [{'point': 0}, {'point': 1}]
+    def run_point(self, ctx, point):
+        ctx.start_node('h1', 'sleeper-p%d' % point['point'],
+                       ['sleep', '60'])
+        if point['point'] == 1:
+            raise RuntimeError('deliberate failure')
+        return {'ok': True}
+
+sys.exit(Failing().main())
+'''
+
+
+@pytest.mark.root
+@pytest.mark.timeout(120)
+def test_failing_experiment_tears_down_and_says_failed(tmp_path):
+    script = tmp_path / 'failing.py'
+    script.write_text(textwrap.dedent(FAILING))
+    out = tmp_path / 'run'
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.run(['/usr/bin/python3', str(script), '--out', str(out),
+                           '--switch', 'ovs'], env=env, capture_output=True,
+                          text=True, timeout=100)
+    assert proc.returncode == runner.EXIT_FAILED, proc.stderr
+    manifest = read_manifest(out)
+    assert manifest['status'] == 'failed'
+    assert 'deliberate failure' in manifest['error']
+    assert manifest['ended_at']
+    nodes = {n['name']: n for n in manifest['nodes']}
+    assert set(nodes) == {'sleeper-p0', 'sleeper-p1'}
+    for node in nodes.values():
+        assert node['returncode'] == -signal.SIGTERM
+        assert not os.path.exists('/proc/%d' % node['pid'])
+    records = [json.loads(x) for x in open(out / 'logs' / 'points.jsonl')]
+    assert [r['point']['point'] for r in records] == [0]
+    assert leftovers.find() == {'intfs': [], 'ovs_bridges': [],
+                                'mininet_shells': [], 'state_file': False}
