@@ -12,7 +12,6 @@ import pytest
 scapy_all = pytest.importorskip('scapy.all')
 
 from nodes.dht import codec  # noqa: E402
-from workloads import capture  # noqa: E402
 
 PORT = 7000
 SERVER = '10.0.0.1'
@@ -22,8 +21,8 @@ def _segment(src, sport, dst, dport, seq, payload=b'', flags='PA'):
     """Return one Ethernet/IPv4/TCP frame as a scapy packet."""
     s = scapy_all
     return (s.Ether(src='00:00:00:00:00:02', dst='00:00:00:00:00:01')
-            / s.IP(src=src, dst=dst) / s.TCP(sport=sport, dport=dport, seq=seq,
-                                              flags=flags) / s.Raw(payload))
+            / s.IP(src=src, dst=dst)
+            / s.TCP(sport=sport, dport=dport, seq=seq, flags=flags) / s.Raw(payload))
 
 
 def _flow(client, sport, frames, isn=1000, cut=None, reorder=False, dup=False):

@@ -1,0 +1,250 @@
+"""dht8: point plan, analysis on a hand-made results folder, and the smoke run end to end."""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from analysis import dht8 as analysis
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _params(**kw):
+    base = dict(servers=8, peers=8, replicas=1, files=10, part2_sets='ABCDE',
+                part2_divisor=10, parts='I,ping,II,III,capture,failover', repeat=2,
+                seed=1)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_point_plan_covers_the_seed_tables():
+    dht8 = pytest.importorskip('topologies.dht8')   # imports Mininet's Topo
+    assert dht8.peer_counts(8) == [1, 2, 4, 8]
+    assert dht8.peer_counts(3) == [1, 2, 3]
+    values = dht8.combos(_params())
+    part1 = [v for v in values if v['part'] == 'I']
+    assert len(part1) == 4 * 3 + 4 + 4          # 3 register variants, search, download
+    assert {analysis.variant(v) for v in part1} == set(analysis.SEED_PART1)
+    assert [v['fileset'] for v in values if v['part'] == 'II'] == [
+        'part2A', 'part2B', 'part2C', 'part2D', 'part2E', 'part2E']
+    assert {v['servers'] for v in values if v['part'] == 'III'} == {1}
+    ping = [v for v in values if v['part'] == 'ping']
+    assert ping[0]['servers'] == 4 and ping[1]['fileset'] == 'ping'
+    assert [v['replicas'] for v in values if v['part'] == 'failover'] == [1]
+    points = dht8.Dht8().points(_params())
+    assert len(points) == 2 * len(values)
+    assert [p['point'] for p in points] == list(range(len(points)))
+    assert points[0]['seed'] != points[len(values)]['seed']    # per repetition
+    no_rep = dht8.combos(_params(replicas=0, parts='I'))
+    assert 'register batched replicated' not in {analysis.variant(v) for v in no_rep}
+
+
+def test_node_names_agree_between_experiment_and_analysis():
+    dht8 = pytest.importorskip('topologies.dht8')
+    for values in dht8.combos(_params(peers=4, servers=4)):
+        point = dict(values, point=7, repetition=0, seed=1)
+        names = dht8.node_names(point)
+        clients, captures = analysis.node_names(point)
+        assert names['clients'] == clients and names['captures'] == captures
+
+
+# A hand-made results folder: two repetitions of two Part I points, one capture point
+# with two captures, one failover point, CPU samples.
+
+HOSTS = {'s1': '10.0.0.1', 's2': '10.0.0.2', 'p1': '10.0.0.3', 'p2': '10.0.0.4'}
+
+
+def _point(n, rep, part, op, peers, batch=True, replicas=0, servers=2):
+    return {'point': n, 'repetition': rep, 'seed': 1, 'part': part, 'op': op,
+            'servers': servers, 'peers': peers, 'batch': batch, 'replicas': replicas,
+            'fileset': 'part1'}
+
+
+def _write(path, records):
+    with open(path, 'w') as f:
+        for r in records:
+            f.write(json.dumps(r) + '\n')
+
+
+def _client_log(logs, name, op, count, elapsed, t0, latency=0.001, server='s1', fail=0):
+    records = [{'t': t0, 'event': 'ready'}]
+    for i in range(count):
+        records.append({'t': t0 + (i + 1) * latency, 'event': 'op', 'op': op,
+                        'name': 'f%d' % i, 'ok': i >= fail, 'latency': latency,
+                        'server': server, 'bytes': 0})
+    records.append({'t': t0 + elapsed, 'event': 'summary', 'op': op, 'count': count,
+                    'ok': count - fail, 'failed': fail, 'elapsed': elapsed, 'bytes': 0,
+                    'messages_sent': count, 'down': []})
+    _write(logs / (name + '.jsonl'), records)
+
+
+def _capture_log(logs, name, per_client):
+    clients = {}
+    for ip, (msgs, names) in per_client.items():
+        clients[ip] = {'segments_to': msgs + 2, 'bytes_to': 100 * msgs,
+                       'segments_from': msgs + 1, 'bytes_from': 80 * msgs,
+                       'messages_to': {'REGISTER': msgs}, 'messages_from': {'ACK': msgs},
+                       'names_to': names}
+    _write(logs / (name + '.jsonl'), [
+        {'t': 1.0, 'event': 'ready'},
+        {'t': 2.0, 'event': 'summary', 'clients': clients, 'kernel_drops': 0,
+         'gaps': 0, 'decode_errors': 0}])
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    manifest = {'experiment': 'dht8', 'status': 'ok', 'hosts': HOSTS,
+                'params': {'scale': 'smoke', 'repeat': 2, 'servers': 2, 'peers': 2,
+                           'replicas': 1, 'window': 1, 'bw': 100.0, 'delay': '0.05ms',
+                           'switch': 'lxbr'},
+                'cpu': {'interval': 0.5, 'mean': 0.5, 'saturated': False},
+                'filesets': {'part1': {'id': 'x', 'files': 4, 'bytes': 4000,
+                                       'digest': '0' * 64, 'spec': {'size': 'part1'}}}}
+    (tmp_path / 'manifest.json').write_text(json.dumps(manifest))
+    points = []
+    t = 1000.0
+    for rep, elapsed in ((0, 0.004), (1, 0.006)):
+        p = _point(len(points), rep, 'I', 'register', 1)
+        _client_log(logs, 'p%03d-client-p1' % p['point'], 'register', 4, elapsed, t)
+        points.append((p, {'released': t, 'finished': t + 1.2}))
+        t += 10
+        p = _point(len(points), rep, 'I', 'search', 2)
+        for peer in ('p1', 'p2'):
+            _client_log(logs, 'p%03d-client-%s' % (p['point'], peer), 'search', 4,
+                        0.008, t)
+        points.append((p, {'released': t, 'finished': t + 0.01}))
+        t += 10
+    cap = _point(len(points), 0, 'capture', 'register', 2, batch=False)
+    for peer in ('p1', 'p2'):
+        _client_log(logs, 'p%03d-client-%s' % (cap['point'], peer), 'register', 4,
+                    0.01, t)
+    _capture_log(logs, 'p%03d-capture-s1' % cap['point'],
+                 {'10.0.0.3': (3, 3), '10.0.0.4': (2, 2)})
+    _capture_log(logs, 'p%03d-capture-s2' % cap['point'],
+                 {'10.0.0.3': (1, 1), '10.0.0.4': (2, 2)})
+    points.append((cap, {'released': t, 'finished': t + 0.02}))
+    t += 10
+    fo = _point(len(points), 0, 'failover', 'search', 1, replicas=1)
+    name = 'p%03d-client-p1' % fo['point']
+    records = [{'t': t, 'event': 'ready'},
+               {'t': t + 0.001, 'event': 'op', 'op': 'search', 'name': 'a', 'ok': True,
+                'latency': 0.001, 'server': 's2', 'bytes': 0},
+               {'t': t + 0.030, 'event': 'op', 'op': 'search', 'name': 'b', 'ok': True,
+                'latency': 0.029, 'server': 's1', 'bytes': 0},
+               {'t': t + 0.031, 'event': 'op', 'op': 'search', 'name': 'c', 'ok': True,
+                'latency': 0.001, 'server': 's1', 'bytes': 0},
+               {'t': t + 0.04, 'event': 'summary', 'op': 'search', 'count': 3, 'ok': 3,
+                'failed': 0, 'elapsed': 0.04, 'bytes': 0, 'messages_sent': 4,
+                'down': ['s2']}]
+    _write(logs / (name + '.jsonl'), records)
+    points.append((fo, {'released': t, 'finished': t + 0.04,
+                        'kill': {'server': 'p%03d-server-s2' % fo['point'],
+                                 't': t + 0.010, 'after_release': 0.010}}))
+    _write(logs / 'points.jsonl', [{'t': 0, 'event': 'point', 'point': p, 'result': r}
+                                   for p, r in points])
+    _write(logs / 'cpu.jsonl', [{'t': 1000.0 + 0.5 * i, 'busy': 0.9 if i < 3 else 0.2,
+                                 'steal': 0, 'cores': [0.9, 0.9]} for i in range(4)])
+    return tmp_path
+
+
+def test_analysis_tables_from_a_hand_made_folder(run_dir):
+    data = analysis.build(run_dir)
+    p1 = data['part1']
+    reg = p1[p1['variant'] == 'register batched'].iloc[0]
+    assert reg['repeats'] == 2
+    assert reg['total_time_s'] == pytest.approx(0.005)
+    assert reg['time_per_op_ms'] == pytest.approx(1.25)       # 5 ms / 4 operations
+    assert reg['time_per_op_ms_min'] == pytest.approx(1.0)
+    assert reg['time_per_op_ms_max'] == pytest.approx(1.5)
+    assert reg['seed_time_per_op_ms'] == 0.185
+    search = p1[p1['variant'] == 'search'].iloc[0]
+    assert search['concurrent_clients'] == 2 and search['time_per_op_ms'] == pytest.approx(2)
+    points = data['points']
+    first = points[points['point'] == 0].iloc[0]
+    assert first['cpu_busy'] == pytest.approx(0.9) and first['cpu_over_fraction'] == 1.0
+    assert pd.isna(points[points['point'] == 1].iloc[0]['cpu_busy'])   # too short
+    cap = data['capture']
+    assert list(cap['peer']) == ['p1', 'p2']
+    assert list(cap['register_messages']) == [4, 4]
+    assert list(cap['expected_messages']) == [4, 4] and cap['matches'].all()
+    fo = data['failover'].iloc[0]
+    assert fo['killed'] == 's2' and fo['failed'] == 0 and fo['in_flight_at_kill'] == 1
+    assert fo['failover_ms'] == pytest.approx(20.0)
+    assert fo['answered_by_killed_after_kill'] == 0
+    targets = data['targets']
+    row = targets[targets['target'].str.startswith('register batched')].iloc[0]
+    assert not row['met'] and row['ratio'] == pytest.approx(0.185 / 1.25)
+    report = (run_dir / 'report.md').read_text()
+    assert 'register batched' in report and '0.185' in report
+    assert 'confirmed' in report and 'CPU was the bottleneck' in report
+    text = analysis.targets_text(run_dir)
+    assert 'not met' in text and 'smoke' in text
+    assert (run_dir / 'figures' / 'part1_time_vs_operations.png').exists()
+
+
+def test_analysis_is_deterministic(run_dir):
+    analysis.build(run_dir)
+    first = {p.name: p.read_bytes() for p in (run_dir / 'tables').iterdir()}
+    first_report = (run_dir / 'report.md').read_text()
+    analysis.build(run_dir)
+    again = {p.name: p.read_bytes() for p in (run_dir / 'tables').iterdir()}
+    assert first == again and first_report == (run_dir / 'report.md').read_text()
+
+
+def _leftover_processes(marker):
+    """Return cmdlines of running processes that mention marker."""
+    found = []
+    for pid in os.listdir('/proc'):
+        if not pid.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
+        except OSError:
+            continue
+        if marker in cmd and 'pytest' not in cmd:
+            found.append(cmd)
+    return found
+
+
+@pytest.mark.root
+@pytest.mark.timeout(240)
+def test_smoke_run_end_to_end(tmp_path):
+    out = tmp_path / 'run'
+    work = tmp_path / 'work'
+    proc = subprocess.run(['/usr/bin/python3', 'topologies/dht8.py', '--scale', 'smoke',
+                           '--out', str(out), '--workdir', str(work)],
+                          cwd=REPO, capture_output=True, text=True, timeout=220)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert 'dht8 targets' in proc.stdout
+    manifest = json.loads((out / 'manifest.json').read_text())
+    assert manifest['status'] == 'ok' and manifest['experiment'] == 'dht8'
+    assert set(manifest['filesets']) == {'part1', 'ping', 'part2A', 'part2B', 'part2C'}
+    points = pd.read_csv(out / 'tables' / 'points.csv')
+    assert len(points) == manifest['points']
+    assert points['failed'].sum() == 0 and points['missing_clients'].sum() == 0
+    assert (points['ok'] == points['total_ops']).all() and points['ok'].sum() > 0
+    part1 = pd.read_csv(out / 'tables' / 'part1.csv')
+    assert set(part1['variant']) == set(analysis.SEED_PART1)
+    assert set(part1['concurrent_clients']) == {1, 2}
+    assert len(pd.read_csv(out / 'tables' / 'part2.csv')) == 4
+    assert set(pd.read_csv(out / 'tables' / 'part3.csv')['servers']) == {1, 4}
+    assert len(pd.read_csv(out / 'tables' / 'ping.csv')) == 2
+    capture = pd.read_csv(out / 'tables' / 'capture.csv')
+    assert capture['matches'].all() and len(capture) == 4
+    assert (capture['kernel_drops'] == 0).all()
+    failover = pd.read_csv(out / 'tables' / 'failover.csv')
+    assert len(failover) == 1 and failover['failed'].iloc[0] == 0
+    assert failover['searches'].iloc[0] == failover['ok'].iloc[0] > 0
+    assert (out / 'report.md').exists()
+    assert not _leftover_processes(str(work))
+    assert subprocess.run(['ip', 'link', 'show', 'sw1-eth1'], capture_output=True
+                          ).returncode != 0
+    assert not list((work / 'downloads').iterdir())
