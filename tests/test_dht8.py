@@ -4,7 +4,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
