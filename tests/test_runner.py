@@ -128,7 +128,6 @@ sys.exit(Failing().main())
 
 
 @pytest.mark.root
-@pytest.mark.timeout(120)
 def test_failing_experiment_tears_down_and_says_failed(tmp_path):
     script = tmp_path / 'failing.py'
     script.write_text(textwrap.dedent(FAILING))
@@ -151,3 +150,21 @@ def test_failing_experiment_tears_down_and_says_failed(tmp_path):
     assert [r['point']['point'] for r in records] == [0]
     assert leftovers.find() == {'intfs': [], 'ovs_bridges': [],
                                 'mininet_shells': [], 'state_file': False}
+
+
+def test_datapath_choice_and_one_sentence_refusals():
+    import dataclasses
+    from topologies import capabilities, network
+    caps = dataclasses.replace(capabilities.probe(), ovs_kernel=False,
+                               ovs_user=True)
+    assert network.choose_datapath('lxbr', 'kernel', caps) is None
+    assert network.choose_datapath('ovs', 'auto', caps) == 'user'
+    assert network.choose_datapath('osken', 'user', caps) == 'user'
+    with pytest.raises(network.NetworkError, match='kernel datapath'):
+        network.choose_datapath('ovs', 'kernel', caps)
+    kernel = dataclasses.replace(caps, ovs_kernel=True)
+    assert network.choose_datapath('ovs', 'auto', kernel) == 'kernel'
+    none = dataclasses.replace(caps, ovs_user=False)
+    with pytest.raises(network.NetworkError) as info:
+        network.choose_datapath('ovs', 'auto', none)
+    assert str(info.value).count('.') >= 1 and '\n' not in str(info.value)

@@ -37,6 +37,7 @@ def build_parser(experiment):
     parser = argparse.ArgumentParser(
         prog='%s.py' % experiment.name,
         description=(experiment.__doc__ or experiment.name).strip(),
+        epilog=_scales_text(experiment),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     shared = parser.add_argument_group('shared options')
     shared.add_argument(
@@ -81,6 +82,19 @@ def parse(experiment, argv):
     if params.out is None:
         params.out = results.default_out(experiment.name)
     return params
+
+
+def _scales_text(experiment):
+    """Return the help text listing each scale's preset values."""
+    scales = getattr(experiment, 'scales', {}) or {}
+    lines = []
+    for name in SCALES + ('defaults',):
+        if scales.get(name):
+            lines.append('  %-9s %s' % (name + ':', ' '.join(
+                '--%s %s' % (k.replace('_', '-'), v)
+                for k, v in scales[name].items())))
+    return ('presets (--scale; "defaults" fill what the scale leaves '
+            'unset):\n' + '\n'.join(lines)) if lines else None
 
 
 def _positive_int(text):

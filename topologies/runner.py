@@ -231,7 +231,10 @@ class Experiment:
             print('%s: %s, tearing down' % (self.name, e), flush=True)
         except Exception as e:
             error = '%s: %s' % (type(e).__name__, e)
-            traceback.print_exc()
+            if isinstance(e, _clear_errors()):    # one sentence says it all
+                print('%s: %s' % (self.name, e), file=sys.stderr, flush=True)
+            else:
+                traceback.print_exc()
         finally:
             _defer_signals()
             if monitor is not None:
@@ -279,6 +282,14 @@ class Experiment:
                   file=sys.stderr)
             return EXIT_FAILED
         return 0
+
+
+def _clear_errors():
+    """Return the exception classes whose message needs no traceback."""
+    from topologies import capabilities, linkemu_params, network
+    from nodes.process import NodeError
+    return (capabilities.CapabilityError, linkemu_params.LinkEmulationError,
+            network.NetworkError, NodeError)
 
 
 def node_record(node):
