@@ -269,3 +269,18 @@ class NodeProcess:
 
     def __repr__(self):
         return 'NodeProcess(%r, pid=%s)' % (self.name, self.pid)
+
+
+def stop_all(nodes, grace=5.0):
+    """Stop many nodes with one shared grace period; return {name: status}."""
+    running = [n for n in nodes if n.popen is not None and
+               n.popen.poll() is None]
+    for node in running:
+        node._signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for node in running:
+        try:
+            node.popen.wait(timeout=max(deadline - time.monotonic(), 0))
+        except subprocess.TimeoutExpired:
+            pass
+    return {node.name: node.stop(grace=0) for node in nodes}

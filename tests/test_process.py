@@ -9,7 +9,7 @@ import time
 import pytest
 
 from nodes.process import LogReady, NodeError, NodeProcess, TcpListening, \
-    TcpReady
+    TcpReady, stop_all
 
 BARRIER_NODE = r'''
 import json, sys, time
@@ -129,3 +129,23 @@ def test_bad_arguments_are_refused(tmp_path):
     node.wait(timeout=10)
     with pytest.raises(NodeError):
         node.go()
+
+
+def test_stop_all_shares_one_grace_period(tmp_path):
+    code = ('import signal, time\n'
+            'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+            'print("up", flush=True)\n'
+            'time.sleep(60)\n')
+    nodes = [NodeProcess(None, 'n%d' % i, _py(code), tmp_path,
+                         suffix='.txt').start() for i in range(4)]
+    nodes.append(NodeProcess(None, 'polite', ['sleep', '60'],
+                             tmp_path).start())
+    for node in nodes[:4]:
+        deadline = time.monotonic() + 10
+        while not open(node.log_path).read():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    started = time.monotonic()
+    codes = stop_all(nodes, grace=0.5)
+    assert time.monotonic() - started < 2.5     # not 4 x 0.5 s + more
+    assert codes == {'n0': -9, 'n1': -9, 'n2': -9, 'n3': -9, 'polite': -15}

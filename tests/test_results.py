@@ -9,8 +9,8 @@ from topologies import results
 
 def test_folder_layout_and_running_manifest(tmp_path):
     folder = results.ResultsFolder(tmp_path / 'run')
-    folder.start('smoke', {'bw': 20.0, 'repeat': 2}, 7, ['smoke.py', '--bw',
-                                                          '20'], extra=1)
+    folder.start('smoke', {'bw': 20.0, 'repeat': 2}, 7,
+                 ['smoke.py', '--bw', '20'], extra=1)
     for sub in ('logs', 'tables', 'figures'):
         assert (tmp_path / 'run' / sub).is_dir()
     manifest = json.loads((tmp_path / 'run' / 'manifest.json').read_text())

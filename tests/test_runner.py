@@ -106,8 +106,8 @@ from topologies.runner import Experiment
 class Tiny(Topo):
     def build(self):
         s1 = self.addSwitch('s1')
-        for h in ('h1', 'h2'):
-            self.addLink(self.addHost(h), s1)
+        self.addLink(self.addHost('h1'), s1)
+        self.addLink(self.addHost('h2', cpu=0.3), s1)
 
 class Failing(Experiment):
     """Fails in its second point after starting a node."""
@@ -140,6 +140,7 @@ def test_failing_experiment_tears_down_and_says_failed(tmp_path):
     manifest = read_manifest(out)
     assert manifest['status'] == 'failed'
     assert 'deliberate failure' in manifest['error']
+    assert manifest['mechanisms']['hosts'] == 'CPULimitedHost'
     assert manifest['ended_at']
     nodes = {n['name']: n for n in manifest['nodes']}
     assert set(nodes) == {'sleeper-p0', 'sleeper-p1'}

@@ -178,9 +178,11 @@ class Network:
         """Return which interface ends each link, e.g. h2-eth0 <-> s1-eth2."""
         if self.net is None:
             return []
-        return sorted(({'node1': l.intf1.node.name, 'intf1': l.intf1.name,
-                        'node2': l.intf2.node.name, 'intf2': l.intf2.name}
-                       for l in self.net.links),
+        return sorted(({'node1': link.intf1.node.name,
+                        'intf1': link.intf1.name,
+                        'node2': link.intf2.node.name,
+                        'intf2': link.intf2.name}
+                       for link in self.net.links),
                       key=lambda r: (r['intf1'], r['intf2']))
 
     def leftovers(self):

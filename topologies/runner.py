@@ -65,7 +65,7 @@ import sys
 import time
 import traceback
 
-from nodes.process import NodeProcess
+from nodes.process import NodeProcess, stop_all
 from topologies import leftovers, options, results
 from workloads import sweep
 
@@ -126,12 +126,9 @@ class RunContext:
             node.go()
 
     def stop_nodes(self, nodes=None):
-        """Stop the given nodes (default all, newest first); return statuses."""
+        """Stop the given nodes (default all) with one shared grace period."""
         nodes = list(self.nodes if nodes is None else nodes)
-        codes = {}
-        for node in reversed(nodes):
-            codes[node.name] = node.stop()
-        return codes
+        return stop_all(list(reversed(nodes)))
 
 
 class Experiment:
