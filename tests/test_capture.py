@@ -29,7 +29,8 @@ def _flow(client, sport, frames, isn=1000, cut=None, reorder=False, dup=False):
     """Return the client->server segments of one flow carrying frames."""
     data = b''.join(frames)
     cut = cut or len(data)
-    pieces = [(isn + 1 + i, data[i:i + cut]) for i in range(0, len(data), cut)]
+    pieces = [((isn + 1 + i) & 0xffffffff, data[i:i + cut])
+              for i in range(0, len(data), cut)]
     if reorder and len(pieces) > 2:
         pieces[1], pieces[2] = pieces[2], pieces[1]
     if dup:
@@ -147,3 +148,15 @@ def test_live_capture_on_loopback(tmp_path):
     assert last['event'] == 'summary'
     assert last['messages_to_server'] == {'SEARCH': 25}
     assert last['kernel_drops'] == 0
+
+
+def test_sequence_numbers_wrap_around():
+    from workloads.capture import WireCounter
+    frames = [_register(i, ['w%d' % i]) for i in range(6)]
+    counter = WireCounter(PORT)
+    for packet in _flow('10.0.0.9', 40005, frames, isn=0xffffffff - 30, cut=9,
+                        reorder=True):
+        counter.frame(bytes(packet))
+    summary = counter.summary()
+    assert summary['messages_to_server'] == {'REGISTER': 6}
+    assert summary['gaps'] == 0
