@@ -28,7 +28,6 @@ an earlier one failed, and the errors are collected and re-raised at the end.
 
 import functools
 import os
-import subprocess
 
 from mininet.net import Mininet
 from mininet.node import CPULimitedHost, Host, OVSBridge, OVSSwitch
@@ -172,6 +171,8 @@ class Network:
             if self.offloads_off else None,
             'links': self.links.records(),
             'ports': self.ports(),
+            'bridge_nf_call': _bridge_nf_call()
+            if self.switch == 'lxbr' else None,
         }
 
     def ports(self):
@@ -226,14 +227,18 @@ class Network:
             raise NetworkError('teardown incomplete: ' + '; '.join(errors))
 
 
-def ovs_bridges():
-    """Return the names of all OVS bridges (empty if OVS does not answer)."""
-    try:
-        out = subprocess.run(['ovs-vsctl', '--timeout=5', 'list-br'],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return out.stdout.split() if out.returncode == 0 else []
+def _bridge_nf_call():
+    """Return the bridge-nf-call sysctls: 1 means bridged frames traverse
+    the root namespace's iptables/arptables, which a manifest must show."""
+    values = {}
+    for table in ('arptables', 'iptables', 'ip6tables'):
+        path = '/proc/sys/net/bridge/bridge-nf-call-%s' % table
+        try:
+            with open(path) as f:
+                values[table] = int(f.read())
+        except (OSError, ValueError):
+            values[table] = None    # br_netfilter not loaded: no traversal
+    return values
 
 
 class _BandwidthOnly:
