@@ -94,26 +94,35 @@ class MachineLock:
             self._fd = None
 
 
-@pytest.fixture(autouse=True)
-def _machine_lock_for_root_tests(request, monkeypatch):
-    """Hold /run/repronet.lock for the whole of each root test."""
-    if request.node.get_closest_marker('root') is None:
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Hold /run/repronet.lock around each runnable root test (setup to teardown).
+
+    The outermost wrapper, so waiting for another run's lock does not count against
+    pytest-timeout's per-test limit, which starts inside it.
+    """
+    if item.get_closest_marker('root') is None or root_missing() is not None:
         yield
         return
-    reporter = request.config.pluginmanager.get_plugin('terminalreporter')
+    reporter = item.config.pluginmanager.get_plugin('terminalreporter')
 
     def on_wait():
         if reporter is not None:
-            reporter.write_line('\n[repronet] %s is held by another Mininet run; waiting'
-                                % LOCK_PATH)
+            reporter.write_line('\n[repronet] %s is held by another Mininet run; '
+                                'waiting before %s' % (LOCK_PATH, item.nodeid))
     lock = MachineLock()
     started = time.monotonic()
     lock.acquire(on_wait)
     waited = time.monotonic() - started
     if waited > 1 and reporter is not None:
         reporter.write_line('[repronet] got %s after %.0f s' % (LOCK_PATH, waited))
-    monkeypatch.setenv(LOCK_ENV, '1')
+    previous = os.environ.get(LOCK_ENV)
+    os.environ[LOCK_ENV] = '1'
     try:
         yield
     finally:
+        if previous is None:
+            os.environ.pop(LOCK_ENV, None)
+        else:
+            os.environ[LOCK_ENV] = previous
         lock.release()
