@@ -22,7 +22,8 @@ controller (``OFPCML_NO_BUFFER``: the userspace datapath's buffers are not neede
 packet-in the source MAC is learned on the ingress port; a packet to a known destination gets
 a flow ``in_port, eth_src, eth_dst -> output`` with the idle timeout, so the rest of that
 conversation stays in the switch and never touches the controller; unknown destinations and
-broadcasts are flooded. LLDP is dropped rather than learned.
+broadcasts are flooded. LLDP is dropped rather than learned. There is no spanning tree, so
+topologies must be loop-free (trees, lines, stars), as with Mininet's own reference controller.
 
 Port-statistics monitor: every interval the app sends ``OFPPortStatsRequest(OFPP_ANY)`` to every
 connected datapath and writes one record per port and reply::
