@@ -129,7 +129,7 @@ class Dht8(Experiment):
         'smoke': {'servers': 4, 'peers': 2, 'files': 100, 'part2_sets': 'ABC',
                   'part2_divisor': 1000, 'repeat': 1},
         'default': {'files': 2000, 'part2_sets': 'ABCDE', 'part2_divisor': 10,
-                    'repeat': 1},
+                    'repeat': 2},
         'seed': {'files': 10000, 'part2_sets': 'ABCDEF', 'part2_divisor': 1,
                  'repeat': 3},
         'defaults': {'servers': 8, 'peers': 8, 'replicas': 1, 'window': 1,
