@@ -1,0 +1,149 @@
+"""End-to-end: topologies/smoke.py on every switch kind this host has.
+
+Each run is a real Mininet network under the machine-wide lock (held by the
+conftest fixture; the runner sees that its ancestor holds it).  Checks:
+
+- exit status 0 and a complete manifest (status ok, params, provenance,
+  capabilities, mechanisms, cpu, nodes, timestamps);
+- receiver goodput within 10 % of the configured rate (the ceiling is 95.6 %:
+  1448 payload bytes per 1514-byte frame), 0 % ping loss;
+- with osken: the bytes the switch sent on the receiver's port over the
+  iperf3 payload received is between 1.0 (cannot carry less than the payload)
+  and 1.10.  Headers alone give 1514/1448 = 1.046; pings, ARP, the iperf3
+  control connection and the learning switch's flooded first packets add well
+  under 1 % in a 2 s transfer, and more than 10 % would mean counters that do
+  not match the traffic;
+- ``python -m analysis RUN_DIR`` regenerates byte-identical tables;
+- nothing left: no ``*-eth*`` interfaces, OVS bridges, Mininet shells, state
+  file, or node processes still alive;
+- a run interrupted with SIGINT or SIGTERM while a transfer runs exits with
+  130/143, says ``interrupted`` in its manifest and leaves nothing behind.
+"""
+
+import hashlib
+import os
+import signal
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+
+from topologies import capabilities, leftovers
+from topologies.results import read_manifest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, 'topologies', 'smoke.py')
+PYTHON = '/usr/bin/python3'
+CLEAN = {'intfs': [], 'ovs_bridges': [], 'mininet_shells': [],
+         'state_file': False}
+NEEDS = {'lxbr': None, 'ovs': 'ovs_user', 'osken': 'osken_manager'}
+
+
+def _require(switch):
+    """Skip when this host cannot run the switch kind."""
+    feature = NEEDS[switch]
+    if feature:
+        caps = capabilities.probe()
+        if not getattr(caps, feature):
+            pytest.skip(capabilities.explain(feature, caps))
+
+
+def _hashes(folder):
+    """Return {file name: sha256} of a folder's files."""
+    return {name: hashlib.sha256(open(os.path.join(folder, name), 'rb')
+                                 .read()).hexdigest()
+            for name in sorted(os.listdir(folder))}
+
+
+def _assert_nothing_left(manifest):
+    """No Mininet leftovers and no node process of the run alive."""
+    assert leftovers.find() == CLEAN
+    for node in manifest.get('nodes', []):
+        assert node['returncode'] is not None, node
+        try:
+            with open('/proc/%d/cmdline' % node['pid'], 'rb') as f:
+                cmd = f.read().split(b'\0')[0].decode()
+        except OSError:
+            continue
+        assert os.path.basename(cmd) != os.path.basename(node['argv'][0]), \
+            'node %s (pid %d) still running' % (node['name'], node['pid'])
+    pid = manifest.get('mechanisms', {}).get('controller_pid')
+    if pid:
+        assert not os.path.exists('/proc/%d' % pid) or \
+            b'osken' not in open('/proc/%d/cmdline' % pid, 'rb').read()
+
+
+@pytest.mark.root
+@pytest.mark.parametrize('switch', ['lxbr', 'ovs', 'osken'])
+def test_smoke_run(switch, tmp_path):
+    _require(switch)
+    out = tmp_path / 'run'
+    proc = subprocess.run([PYTHON, SCRIPT, '--scale', 'smoke', '--switch',
+                           switch, '--out', str(out)], capture_output=True,
+                          text=True, timeout=140)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert '[2/2]' in proc.stdout and 'ETA' in proc.stdout
+    manifest = read_manifest(out)
+    assert manifest['status'] == 'ok' and manifest['error'] is None
+    for key in ('experiment', 'params', 'seed', 'argv', 'capabilities',
+                'provenance', 'mechanisms', 'cpu', 'nodes', 'started_at',
+                'ended_at'):
+        assert manifest.get(key) is not None, key
+    assert manifest['mechanisms']['switch'] == switch
+    if switch != 'lxbr':
+        assert manifest['mechanisms']['datapath'] in ('user', 'kernel')
+    bw = manifest['params']['bw']
+
+    goodput = pd.read_csv(out / 'tables' / 'goodput.csv')
+    assert len(goodput) == manifest['params']['repeat']
+    for ratio in goodput['ratio']:
+        assert 0.90 <= ratio <= 1.0, 'goodput %.1f %% of %g Mbit/s' % (
+            100 * ratio, bw)
+    ping = pd.read_csv(out / 'tables' / 'ping.csv')
+    assert len(ping) == 2 * len(goodput)
+    assert (ping['loss_pct'] == 0).all()
+    for name in ('goodput_over_time', 'goodput'):
+        assert (out / 'figures' / ('%s.png' % name)).stat().st_size > 1000
+        assert (out / 'figures' / ('%s.pdf' % name)).exists()
+    assert 'Goodput' in (out / 'report.md').read_text()
+
+    if switch == 'osken':
+        counters = pd.read_csv(out / 'tables' / 'port_counters.csv')
+        assert len(counters) == 1
+        assert 1.0 <= counters['ratio'][0] <= 1.10, counters
+        assert (out / 'figures' / 'port_utilization.png').exists()
+
+    tables = _hashes(out / 'tables')
+    again = subprocess.run([PYTHON, '-m', 'analysis', str(out)], cwd=REPO,
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert _hashes(out / 'tables') == tables
+    _assert_nothing_left(manifest)
+
+
+@pytest.mark.root
+@pytest.mark.parametrize('signum,switch', [(signal.SIGINT, 'osken'),
+                                           (signal.SIGTERM, 'lxbr')])
+def test_interrupted_run_leaves_nothing(signum, switch, tmp_path):
+    _require(switch)
+    out = tmp_path / 'run'
+    proc = subprocess.Popen([PYTHON, SCRIPT, '--scale', 'default',
+                             '--switch', switch, '--out', str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    client = out / 'logs' / 'iperf-client-p0.json'
+    deadline = time.monotonic() + 60
+    while not client.exists():              # halfway: a transfer is running
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, 'transfer never started'
+        time.sleep(0.05)
+    time.sleep(1)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, stdout + stderr
+    manifest = read_manifest(out)
+    assert manifest['status'] == 'interrupted'
+    assert manifest['error'] == signal.Signals(signum).name
+    assert manifest['ended_at']
+    _assert_nothing_left(manifest)
