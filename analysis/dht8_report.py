@@ -66,6 +66,8 @@ def draw(run_dir, manifest, data):
             reference_label='link %g Mbit/s' % bw)
         rows = []
         for r in p2[p2['concurrent_clients'] == many].itertuples():
+            if _nan(r.file_size_bytes):
+                continue
             x = math.log10(r.file_size_bytes)
             rows.append({'log10 size': x, 'MB/s': r.bytes_per_s_per_client / 1e6,
                          'series': 'ours (%d peers)' % many})

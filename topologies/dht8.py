@@ -115,7 +115,7 @@ def combos(params):
     if 'capture' in parts:
         out += [_combo('capture', 'register', s, params.peers, batch)
                 for batch in (True, False)]
-    if 'failover' in parts:
+    if 'failover' in parts and s > 1:       # a replica must survive the kill
         out.append(_combo('failover', 'search', s, params.peers,
                           replicas=max(r, 1)))
     return out
@@ -224,12 +224,15 @@ class Dht8(Experiment):
         """Run, then print the targets (measured vs seed) from the analysis."""
         self.run_dir = None
         status = super().main(argv)
-        if self.run_dir is not None:
-            try:
-                from analysis import dht8 as analysis
-                print(analysis.targets_text(self.run_dir), flush=True)
-            except (OSError, ValueError, KeyError) as e:
-                print('dht8: no target summary: %s' % e, file=sys.stderr)
+        if self.run_dir is None:
+            return status
+        from analysis import dht8 as analysis
+        try:
+            if status != 0 and not (self.run_dir / 'tables' / 'targets.csv').exists():
+                analysis.build(self.run_dir)    # a failed run still gets its tables
+            print(analysis.targets_text(self.run_dir), flush=True)
+        except (OSError, ValueError, KeyError) as e:
+            print('dht8: no target summary: %s' % e, file=sys.stderr)
         return status
 
 
@@ -256,7 +259,9 @@ def _check(params):
     if params.servers < 1 or params.peers < 1:
         raise SystemExit('dht8: --servers and --peers must be at least 1')
     if params.replicas < 0 or params.replicas >= params.servers:
-        raise SystemExit('dht8: --replicas must be 0..servers-1')
+        raise SystemExit('dht8: --replicas %d needs at least %d servers (--replicas 0..%d '
+                         'with --servers %d)' % (params.replicas, params.replicas + 1,
+                                                 params.servers - 1, params.servers))
     if params.files < 1 or params.part2_divisor < 1 or params.window < 1:
         raise SystemExit('dht8: --files, --part2-divisor and --window must be >= 1')
     bad = set(params.part2_sets) - set(dht_files.PART2_SETS)
