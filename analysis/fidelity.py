@@ -10,7 +10,8 @@ Reads only ``manifest.json`` and ``logs/`` of a run of ``topologies/fidelity.py`
 - ``tables/goodput.csv``: TCP and UDP goodput per configured rate and delay, with the ratio;
 - ``tables/cpu.csv``: per point: seconds, CPU seconds of the linkdelay daemons, machine busy;
 - ``tables/targets.csv`` and ``report.md``: each target of issue 3 with the measured ratio
-  and PASS/MISS; figures ``rtt``, ``loss``, ``goodput`` (configured vs measured), ``cpu``.
+  and PASS/MISS; figures ``rtt``, ``loss``, ``goodput`` (configured vs measured),
+  ``rtt_ratio``, ``tcp_ratio`` (measured / configured per setting), ``cpu``.
 
 Targets: median RTT within 3 % + 0.2 ms of the configured RTT at every delay; one-way loss
 inside the 99 % binomial interval; TCP goodput >= 90 % of bw for 10 and 100 Mbit/s with 10 ms,
@@ -193,7 +194,11 @@ def targets(t):
 
 
 def draw(t, figures_dir):
-    """Draw the configured-vs-measured figures and the CPU bars."""
+    """Draw the configured-vs-measured figures and the CPU bars.
+
+    Category labels are padded with spaces so that the figure module's string sort puts them
+    in numeric order.
+    """
     if len(t['rtt']):
         figures.measured_vs_configured(
             t['rtt'], 'configured_rtt_ms', 'median_rtt_ms', figures_dir, 'rtt',
@@ -208,6 +213,21 @@ def draw(t, figures_dir):
         figures.measured_vs_configured(
             df, 'bw', 'goodput_mbps', figures_dir, 'goodput', 'Goodput',
             'configured bandwidth (Mbit/s)', 'measured goodput (Mbit/s)', hue='transfer')
+    if len(t['rtt']):
+        delay = t['rtt'][t['rtt']['kind'] == 'delay']
+        figures.bars_with_spread(
+            delay.assign(configured=delay['configured_rtt_ms'].map(lambda x: '%5g ms' % x),
+                         ratio=delay['median_rtt_ms'] / delay['configured_rtt_ms']),
+            'configured', 'ratio', figures_dir, 'rtt_ratio', 'Median RTT / configured RTT',
+            'configured RTT', 'ratio', reference=1.0)
+    if len(t['goodput']):
+        tcp = t['goodput'][t['goodput']['proto'] == 'tcp']
+        figures.bars_with_spread(
+            tcp.assign(configured=tcp.apply(lambda r: '%4gM %gms' % (r['bw'],
+                                                                           r['delay_ms']),
+                                            axis=1)),
+            'configured', 'ratio', figures_dir, 'tcp_ratio', 'TCP goodput / configured rate',
+            'configured rate (Mbit/s) and one-way delay', 'ratio', reference=1.0)
     if len(t['cpu']):
         df = t['cpu'].assign(what=lambda d: d['kind'])
         figures.bars_with_spread(
@@ -273,7 +293,8 @@ def build(run_dir):
                            'daemon_cpu_s', 'daemon_cpu_fraction', 'machine_busy']]
                       if len(cpu) else cpu),
             '\n## Figures\n\n',
-            '![rtt](figures/rtt.png) ![loss](figures/loss.png) '
-            '![goodput](figures/goodput.png) ![cpu](figures/cpu.png)\n']
+            '![rtt](figures/rtt.png) ![rtt ratio](figures/rtt_ratio.png) '
+            '![loss](figures/loss.png) ![goodput](figures/goodput.png) '
+            '![tcp ratio](figures/tcp_ratio.png) ![cpu](figures/cpu.png)\n']
     (run_dir / 'report.md').write_text(''.join(text))
     return goal

@@ -116,7 +116,7 @@ class DaemonSet:
                     'linkemu_daemon.py)\n')
             f.write(''.join(line.split('  #')[0] + '\n' for line in lines))
         argv = [binary, '--config', config, '--queue', str(QUEUE),
-                '--seed', str(host_seed(self.seed, dst))]
+                '--seed', str(host_seed(self.seed, dst)), '--exit-on-eof']
         if simple:
             # No loss, no jitter: whole GSO packets can be held as one (fewer verdicts).
             argv.append('--gso')
@@ -124,7 +124,8 @@ class DaemonSet:
         err_path = os.path.join(folder, f'linkdelay-{dst}.err')
         host = net[dst]
         with open(log_path, 'w') as out, open(err_path, 'w') as err:
-            proc = host.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            # stdin stays an open pipe: if this process dies, the daemon sees EOF and exits.
+            proc = host.popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err,
                               mncmd=['mnexec', '-da', str(host.pid)])
         daemon = _Daemon(host, proc, log_path, err_path, addrs)
         self.daemons[dst] = daemon
@@ -217,5 +218,7 @@ class DaemonSet:
                 except subprocess.TimeoutExpired:
                     d.proc.kill()
                     d.proc.wait()
+            if d.proc.stdin:
+                d.proc.stdin.close()
             stats = [e for e in d.events() if e.get('event') == 'stats']
             d.final = stats[-1] if stats else {}

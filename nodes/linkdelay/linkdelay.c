@@ -18,7 +18,8 @@
  * Config file, one line per source address:
  *     SRC_IPV4 LOSS_PROBABILITY NHOPS DELAY_US JITTER_US [DELAY_US JITTER_US ...]
  * Output (stdout, JSON lines): {"event": "ready", ...} once the queue is bound, and
- * {"event": "stats", ...} on SIGUSR1 and at exit (SIGTERM/SIGINT).
+ * {"event": "stats", ...} on SIGUSR1 and at exit (SIGTERM/SIGINT, or with --exit-on-eof when
+ * stdin closes: the runner keeps a pipe open, so a crashed runner leaves no daemon behind).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -271,7 +272,7 @@ static void on_signal(int sig)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: linkdelay --config FILE [--queue N] [--seed N] [--gso]\n");
+	fprintf(stderr, "usage: linkdelay --config FILE [--queue N] [--seed N] [--gso] [--exit-on-eof]\n");
 	exit(2);
 }
 
@@ -280,7 +281,7 @@ int main(int argc, char **argv)
 	const char *config = NULL;
 	unsigned queue = 0;
 	unsigned long long seed = 1;
-	int gso = 0, fd;
+	int gso = 0, exit_on_eof = 0, fd;
 	struct nfq_handle *h;
 	static char buf[1 << 16];
 	struct sigaction sa;
@@ -294,6 +295,8 @@ int main(int argc, char **argv)
 			seed = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--gso"))
 			gso = 1;
+		else if (!strcmp(argv[i], "--exit-on-eof"))
+			exit_on_eof = 1;
 		else
 			usage();
 	}
@@ -333,7 +336,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	while (!stop_flag) {
-		struct pollfd pfd = {fd, POLLIN, 0};
+		struct pollfd pfd[2] = {{fd, POLLIN, 0}, {0, POLLIN, 0}};
 		struct timespec timeout, *tp = NULL;
 		uint64_t now = now_ns();
 		int rv;
@@ -358,12 +361,19 @@ int main(int argc, char **argv)
 			timeout.tv_nsec = wait % 1000000000ull;
 			tp = &timeout;
 		}
-		rv = ppoll(&pfd, 1, tp, NULL);
+		rv = ppoll(pfd, exit_on_eof ? 2 : 1, tp, NULL);
 		if (rv < 0 && errno != EINTR) {
 			perror("linkdelay: ppoll");
 			break;
 		}
 		if (rv <= 0)
+			continue;
+		if (exit_on_eof && pfd[1].revents) {
+			char junk[256];
+			if (read(0, junk, sizeof(junk)) <= 0)
+				break;  /* the runner is gone */
+		}
+		if (!(pfd[0].revents & POLLIN))
 			continue;
 		for (;;) {
 			ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
