@@ -39,6 +39,8 @@ Command lines (contract with topologies/dht8.py; changes are announced here)
     Last: {"event": "summary", "name", "op", "batch", "window", "replicas", "count" (files
     or names handled), "ok", "failed", "elapsed" (s, the timed part), "bytes" (downloaded),
     "messages_sent" (requests to servers + GETs to peers), "servers", "down"}.
+    SIGTERM/SIGINT mid-run: the records so far, a summary with "interrupted": true whose
+    counts cover the operations that finished, exit status 1.
     Seed-style "ms per operation" = 1000 * elapsed / count. Exit status 0 only if every
     operation succeeded (a search for a name nobody holds counts as failed).
     Defaults: --batch, --replicas 0, --window 1 (one request in flight, as the seed),
