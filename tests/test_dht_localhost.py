@@ -335,3 +335,25 @@ def test_barrier_waits_for_go(cluster):
     summ = c.wait_event('summary')
     assert summ['count'] == 2 and summ['failed'] == 2
     assert c.p.wait(10) == 1
+
+
+def test_download_refuses_unsafe_names_and_peer_hides_symlinks(tmp_path, cluster, peers):
+    servers, _ = cluster(1)
+    files = make_files(tmp_path / 'share', [100])
+    secret = tmp_path / 'secret.txt'
+    secret.write_text('not shared')
+    os.symlink(secret, tmp_path / 'share' / 'link.txt')
+    p1, _ = peers('p1', tmp_path / 'share')
+    # Register the symlink's name by hand through a folder that holds a regular file of that name.
+    (tmp_path / 'fake').mkdir()
+    (tmp_path / 'fake' / 'link.txt').write_text('x')
+    assert run_client(servers, '--op', 'register', '--share', tmp_path / 'fake',
+                      '--advertise', p1)[0] == 0
+    names = names_file(tmp_path / 'names', ['../escape.bin', 'link.txt'])
+    rc, ops, summ, _ = run_client(servers, '--op', 'download', '--names', names,
+                                  '--downloads', tmp_path / 'dl')
+    assert rc == 1 and summ['failed'] == 2
+    assert 'invalid file name' in ops[0]['error']
+    assert 'no such file' in ops[1]['error']
+    assert os.listdir(tmp_path / 'dl') == [] and not (tmp_path / 'escape.bin').exists()
+    assert files

@@ -24,6 +24,7 @@ from .client_core import Channel, ChannelError, ClientCore, Lookup
 from .common import JsonLog, error, nodelay, wait_go
 from .peer import Catalog
 from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
+from .server_core import valid_name
 from .transfer import Download, DownloadError
 
 _FAILURES = (OSError, asyncio.TimeoutError, ChannelError, ConnectionError)
@@ -283,6 +284,10 @@ class Client:
     async def download_op(self, name, downloads, pool):
         """Search name, fetch it from a holder (resuming from others), verify, rename."""
         t0 = time.perf_counter()
+        bad = valid_name(name)
+        if bad:                 # never write outside --downloads
+            self.record('download', name, False, t0, None, error=bad)
+            return False
         server, ok, holders, err = await self.search(name)
         if not ok:
             self.record('download', name, False, t0, server, error=err)

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import hashlib
 import os
+import stat
 import sys
 
 from . import transfer
@@ -22,6 +23,7 @@ from .ring import parse_addr
 from .server_core import valid_name
 
 _HASH_BLOCK = 1024 * 1024
+_MAX_QUEUED = 64
 
 
 def sha256_file(path):
@@ -66,7 +68,7 @@ class Catalog:
             st = os.stat(self.path(name), follow_symlinks=False)
         except OSError:
             return None
-        if not os.path.isfile(self.path(name)):
+        if not stat.S_ISREG(st.st_mode):       # no symlinks out of the folder, no devices
             return None
         key = (st.st_size, st.st_mtime_ns)
         hit = self._cache.get(name)
@@ -85,6 +87,7 @@ class _ServeProtocol(asyncio.Protocol):
         self.actions = asyncio.Queue()
         self.transport = None
         self.task = None
+        self.paused = False
 
     def connection_made(self, transport):
         self.transport = transport
@@ -95,6 +98,10 @@ class _ServeProtocol(asyncio.Protocol):
     def data_received(self, data):
         for action in self.core.receive(data, 0.0):
             self.actions.put_nowait(action)
+        if self.actions.qsize() > _MAX_QUEUED and not self.paused:
+            # A client that pipelines GETs faster than we send waits in its TCP window.
+            self.paused = True
+            self.transport.pause_reading()
 
     def connection_lost(self, exc):
         self.actions.put_nowait(None)
@@ -105,6 +112,9 @@ class _ServeProtocol(asyncio.Protocol):
         try:
             while True:
                 action = await self.actions.get()
+                if self.paused and self.actions.qsize() < _MAX_QUEUED // 4:
+                    self.paused = False
+                    self.transport.resume_reading()
                 if action is None or self.transport.is_closing():
                     break
                 if type(action) is transfer.SendFrame:

@@ -45,6 +45,14 @@ class _IndexProtocol(asyncio.Protocol):
         if close:
             self.transport.close()
 
+    def pause_writing(self):
+        # The client is not reading its replies: stop reading its requests until it does.
+        self.transport.pause_reading()
+
+    def resume_writing(self):
+        if not self.transport.is_closing():
+            self.transport.resume_reading()
+
     def eof_received(self):
         out = self.conn.eof()
         if out:
