@@ -271,6 +271,14 @@ def _capture(cap):
             'yes' if r.matches else '**no**'))
     ok = bool(cap['matches'].all())
     drops = int(cap['kernel_drops'].max())
+    mean = cap.groupby('mode')[['register_messages', 'segments_to', 'bytes_to',
+                                'segments_from', 'bytes_from']].mean()
+    lines.append('')
+    for mode, r in mean.iterrows():
+        lines.append('- %s, mean per peer: %.0f REGISTER messages, %.0f segments / %.0f '
+                     'bytes to the servers, %.0f segments / %.0f bytes back' % (
+                         mode, r['register_messages'], r['segments_to'], r['bytes_to'],
+                         r['segments_from'], r['bytes_from']))
     lines += ['', 'Batched registration used K messages per peer and unbatched N: %s. '
               'Capture kernel drops: %d, stream gaps: %d, decode errors: %d.' % (
                   'confirmed' if ok else '**not confirmed**', drops,
