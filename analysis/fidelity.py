@@ -143,8 +143,21 @@ def tables(run_dir):
             rtt.append(row)
         if point['kind'] == 'delay':
             ping.append(ping_row(logs, point))
-    return {'rtt': pd.DataFrame(rtt), 'ping': pd.DataFrame(ping), 'loss': pd.DataFrame(loss),
+    rtt = _with_baseline(pd.DataFrame(rtt))
+    return {'rtt': rtt, 'ping': pd.DataFrame(ping), 'loss': pd.DataFrame(loss),
             'goodput': pd.DataFrame(goodput), 'cpu': pd.DataFrame(cpu)}
+
+
+def _with_baseline(rtt):
+    """Add the 0-delay median of the same shape and repetition (the switches' own RTT)."""
+    if not len(rtt):
+        return rtt
+    zero = rtt[(rtt['kind'] == 'delay') & (rtt['delay_ms'] == 0)]
+    base = {(r['shape'], r['repetition']): r['median_rtt_ms'] for _, r in zero.iterrows()}
+    rtt['baseline_rtt_ms'] = [base.get((r['shape'], r['repetition'])) for _, r in rtt.iterrows()]
+    rtt['error_net_ms'] = rtt['median_rtt_ms'] - rtt['configured_rtt_ms'] - \
+        rtt['baseline_rtt_ms'].astype(float)
+    return rtt
 
 
 def targets(t):
@@ -155,11 +168,12 @@ def targets(t):
     for _, r in delay.iterrows():
         tol = 0.03 * r['configured_rtt_ms'] + 0.2
         err = r['median_rtt_ms'] - r['configured_rtt_ms']
+        ratio = ('ratio %.4f, ' % (r['median_rtt_ms'] / r['configured_rtt_ms'])
+                 if r['configured_rtt_ms'] else '')
         rows.append({'target': 'median RTT within 3%% + 0.2 ms of %g ms (%s)'
                      % (r['configured_rtt_ms'], r['shape']),
-                     'measured': '%.3f ms (ratio %.4f, error %+.3f ms, allowed %.3f)'
-                     % (r['median_rtt_ms'], r['median_rtt_ms'] / r['configured_rtt_ms'],
-                        err, tol), 'pass': abs(err) <= tol})
+                     'measured': '%.3f ms (%serror %+.3f ms, allowed %.3f)'
+                     % (r['median_rtt_ms'], ratio, err, tol), 'pass': abs(err) <= tol})
     for _, r in t['loss'].iterrows():
         rows.append({'target': 'one-way loss %g%% inside 99%% binomial interval (%s, n=%d)'
                      % (r['configured_loss_pct'], r['shape'], r['sent']),
@@ -214,7 +228,7 @@ def draw(t, figures_dir):
             df, 'bw', 'goodput_mbps', figures_dir, 'goodput', 'Goodput',
             'configured bandwidth (Mbit/s)', 'measured goodput (Mbit/s)', hue='transfer')
     if len(t['rtt']):
-        delay = t['rtt'][t['rtt']['kind'] == 'delay']
+        delay = t['rtt'][(t['rtt']['kind'] == 'delay') & (t['rtt']['configured_rtt_ms'] > 0)]
         figures.bars_with_spread(
             delay.assign(configured=delay['configured_rtt_ms'].map(lambda x: '%5g ms' % x),
                          ratio=delay['median_rtt_ms'] / delay['configured_rtt_ms']),
@@ -271,7 +285,10 @@ def build(run_dir):
             _markdown(goal.assign(**{'pass': goal['pass'].map(
                 {True: 'PASS', False: 'MISS'})})) if len(goal) else '(none)\n',
             '\n## Round-trip time (UDP probe, application clock)\n\n',
+            'baseline_rtt_ms is the median of the 0 ms point of the same shape (the switches\' '
+            'and probe\'s own RTT); error_net_ms is the error left after subtracting it.\n\n',
             _markdown(t['rtt'][['shape', 'kind', 'configured_rtt_ms', 'median_rtt_ms',
+                                'baseline_rtt_ms', 'error_net_ms',
                                 'std_rtt_ms', 'configured_rtt_std_ms', 'p99_rtt_ms',
                                 'reordered_oneway', 'reordered_echoes']]
                       if len(t['rtt']) else t['rtt']),

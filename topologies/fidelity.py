@@ -130,12 +130,12 @@ class Fidelity(Experiment):
     """Configured vs measured link delay, jitter, loss and goodput."""
 
     name = 'fidelity'
-    scales = {'smoke': {'delays': '5,20', 'losses': '1', 'rates': '10@10,100@0',
+    scales = {'smoke': {'delays': '0,5,20', 'losses': '1', 'rates': '10@10,100@0',
                         'rtt_packets': 200, 'loss_packets': 20000, 'duration': 2.0},
-              'default': {'delays': '1,5,20,50,100', 'losses': '0.1,1,5',
+              'default': {'delays': '0,1,5,20,50,100', 'losses': '0.1,1,5',
                           'rates': '10@0,10@10,100@0,100@10,500@0,500@1',
                           'rtt_packets': 1000, 'loss_packets': 20000, 'duration': 5.0},
-              'seed': {'delays': '1,5,20,50,100', 'losses': '0.1,1,5,10',
+              'seed': {'delays': '0,1,5,20,50,100', 'losses': '0.1,1,5,10',
                        'rates': '10@0,10@10,100@0,100@10,500@0,500@1',
                        'rtt_packets': 3000, 'loss_packets': 100000, 'duration': 10.0},
               'defaults': {'jitter': 2.0, 'jitter_delay': 20.0, 'rtt_interval': 0.005}}
@@ -143,7 +143,8 @@ class Fidelity(Experiment):
     def add_arguments(self, parser):
         """Add the sweep lists and probe sizes."""
         parser.add_argument('--delays', default=None, metavar='MS,MS',
-                            help='one-way path delays to measure (default 1,5,20,50,100)')
+                            help='one-way path delays to measure; 0 measures the switches\' own '
+                            'RTT (default 0,1,5,20,50,100)')
         parser.add_argument('--losses', default=None, metavar='PCT,PCT',
                             help='one-way path loss rates in percent (default 0.1,1,5)')
         parser.add_argument('--rates', default=None, metavar='MBIT@MS,...',
