@@ -247,3 +247,21 @@ def test_smoke_run_end_to_end(tmp_path):
     assert subprocess.run(['ip', 'link', 'show', 'sw1-eth1'], capture_output=True
                           ).returncode != 0
     assert not list((work / 'downloads').iterdir())
+
+
+def test_bad_parameters_get_one_clear_sentence():
+    dht8 = pytest.importorskip('topologies.dht8')
+    for kw, words in ((dict(servers=1), '--replicas 1 needs at least 2 servers'),
+                      (dict(part2_sets='AZ'), '--part2-sets'),
+                      (dict(parts='I,IV'), 'unknown --parts IV'),
+                      (dict(files=0), '--files')):
+        params = _params(**kw)
+        params.bw, params.delay, params.window = 100.0, '0.05ms', 1
+        with pytest.raises(SystemExit, match=words):
+            dht8.Dht8().topology(params)
+    ok = _params(servers=2, peers=1, replicas=0)
+    ok.bw, ok.delay, ok.window = 100.0, '0', 1
+    topo = dht8.Dht8().topology(ok)
+    assert sorted(topo.hosts()) == ['p1', 'p2', 's1', 's2']
+    assert all('delay' not in topo.linkInfo(a, b) for a, b in topo.links())
+    assert 'failover' not in {v['part'] for v in dht8.combos(_params(servers=1, replicas=0))}
