@@ -5,6 +5,7 @@ import gzip
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 
@@ -72,12 +73,27 @@ def test_probe_is_cached_and_serializable():
     assert caps.root == (os.geteuid() == 0)
 
 
+def probe_cgroups():
+    """Names of the probe's test cgroups currently present (cgroup v1 cpu hierarchy)."""
+    try:
+        return {n for n in os.listdir('/sys/fs/cgroup/cpu') if n.startswith('rncap-')}
+    except OSError:
+        return set()
+
+
 @needs_root
-def test_fresh_probe_agrees_and_leaves_no_namespace():
-    before = probe_namespaces()
+def test_fresh_probe_agrees_and_leaves_nothing_behind():
+    before = probe_namespaces(), probe_cgroups()
     again = capabilities.probe.__wrapped__()
     assert again == capabilities.probe()
-    assert probe_namespaces() == before
+    assert (probe_namespaces(), probe_cgroups()) == before
+
+
+@needs_root
+def test_cgroup_cpu_follows_the_v1_quota_file():
+    v1 = (os.path.exists('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')
+          and shutil.which('cgcreate') is not None)
+    assert capabilities.probe().cgroup_cpu == v1
 
 
 @needs_root

@@ -13,7 +13,8 @@ veth pair, so the live network is never touched:
 * ``ovs_kernel``: a generic-netlink query for the ``ovs_datapath`` family (the kernel loads
   the ``openvswitch`` module on that query when it can), so no bridge is created;
 * ``ovs_user``: ``ovs-vswitchd`` answers and offers the ``netdev`` (userspace) datapath;
-* ``cgroup_cpu``: a cgroup-v1 ``cpu`` hierarchy with CFS quota, or ``cpu`` in cgroup v2;
+* ``cgroup_cpu``: Mininet's ``CPULimitedHost`` steps (cgcreate, cgset of the CFS quota) on a
+  test cgroup, deleted again;
 * ``osken_manager``: path of the os-ken application manager, or None;
 * ``systemd``: systemd is PID 1 (``/run/systemd/system`` exists, as sd_booted() checks).
 
@@ -158,14 +159,24 @@ def _ovs_user():
 
 
 def _cgroup_cpu():
-    """True when a cpu cgroup controller with CFS bandwidth control is available."""
-    if os.path.exists('/sys/fs/cgroup/cpu/cpu.cfs_quota_us'):
-        return True
-    try:
-        with open('/sys/fs/cgroup/cgroup.controllers') as handle:
-            return 'cpu' in handle.read().split()
-    except OSError:
+    """True when Mininet's CPULimitedHost can work: try its cgroup-v1 steps on a test group.
+
+    CPULimitedHost runs ``cgcreate -g cpu,cpuacct,cpuset:/NAME`` and sets
+    ``cpu.cfs_quota_us`` with ``cgset``; a cgroup-v2-only host has no such files. Without
+    root (or cgroup-tools) only the v1 quota file is looked for.
+    """
+    if os.geteuid() != 0 or not shutil.which('cgcreate'):
+        return os.path.exists('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')
+    name = 'rncap-%s' % uuid.uuid4().hex[:10]
+    group = 'cpu,cpuacct,cpuset:/' + name
+    if not _run(['cgcreate', '-g', group]):
         return False
+    try:
+        return (_run(['cgset', '-r', 'cpu.cfs_quota_us=10000', name])
+                and (_output(['cgget', '-n', '-v', '-r', 'cpu.cfs_quota_us', name])
+                     or '').strip() == '10000')
+    finally:
+        _run(['cgdelete', '-r', group])
 
 
 def _osken_manager():
@@ -238,7 +249,13 @@ def explain(feature, caps=None):
                 '"%s start" (or "systemctl start openvswitch-switch"), or use --switch lxbr.'
                 % _OVS_CTL)
     if feature == 'cgroup_cpu' and not shutil.which('cgcreate'):
-        return _MISSING[feature] + ' (cgcreate is also missing: install cgroup-tools.)'
+        return ('cgcreate is missing (Debian package cgroup-tools), so per-host CPU limits '
+                '(cpu=) are unavailable; install it or drop cpu= from the hosts.')
+    if feature == 'cgroup_cpu' and os.path.exists('/sys/fs/cgroup/cgroup.controllers'):
+        return ("Mininet's CPULimitedHost needs the cgroup-v1 cpu, cpuacct and cpuset "
+                'controllers but this host mounts cgroup v2 only, so per-host CPU limits '
+                '(cpu=) are unavailable; drop cpu= from the hosts or boot with '
+                'systemd.unified_cgroup_hierarchy=0.')
     return _MISSING[feature]
 
 
