@@ -31,9 +31,8 @@ class Cluster:
         ch = self.channels[server]
         _, data = ch.send(kind, self.now, *fields)
         if server in self.down:
-            self.now += 1.5
-            assert ch.expired(self.now)
-            ch.fail()
+            self.now = ch.get_timer()
+            assert [q for _, q in ch.handle_timer(self.now)] and ch.can_send()
             return None
         out, close = self.servers[server].receive(data, self.now)
         assert not close
@@ -168,7 +167,7 @@ def test_channel_window_ids_and_errors():
     assert ch.can_send()
     r2, d2 = ch.send(codec.Search, 0.5, 'b')
     assert not ch.can_send() and r1 != r2
-    assert ch.next_deadline() == 1.0 and not ch.expired(0.9) and ch.expired(1.0)
+    assert ch.get_timer() == 1.0 and ch.handle_timer(0.9) == [] and ch.expired(1.0)
     # Replies may be matched out of order by id.
     got = ch.receive(codec.encode(codec.NotFound(r2, 'b')) + codec.encode(codec.NotFound(r1, 'a')), 0.6)
     assert [(r, q.name) for r, q, _ in got] == [(r2, 'b'), (r1, 'a')]
@@ -177,3 +176,18 @@ def test_channel_window_ids_and_errors():
         ch.receive(codec.encode(codec.Ack(999, 0)), 1.0)
     ch.send(codec.Search, 2.0, 'c')
     assert [q.name for _, q in ch.fail()] == ['c'] and ch.can_send()
+
+
+def test_peer_catalog_hashes_regular_files_and_notices_changes(tmp_path):
+    import hashlib
+    import os
+    from nodes.dht.peer import Catalog
+    (tmp_path / 'a').write_bytes(b'one')
+    (tmp_path / '.hidden').write_bytes(b'x')
+    os.symlink('/etc/hostname', tmp_path / 'link')
+    cat = Catalog(tmp_path)
+    assert cat.names() == ['a'] and cat.scan() == 1
+    assert cat.stat('a') == (3, hashlib.sha256(b'one').digest())
+    (tmp_path / 'a').write_bytes(b'changed!')
+    assert cat.stat('a') == (8, hashlib.sha256(b'changed!').digest())
+    assert cat.stat('link') is None and cat.stat('.hidden') is None and cat.stat('../a') is None

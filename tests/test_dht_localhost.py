@@ -279,7 +279,7 @@ def test_vanishing_only_holder_is_a_clear_error_and_no_file(tmp_path, cluster):
 
 def test_real_peer_killed_mid_download_resumes(tmp_path, cluster, peers):
     servers, _ = cluster(1)
-    size = 600 * 1024 * 1024
+    size = 320 * 1024 * 1024
     share = tmp_path / 'share'
     share.mkdir()
     with open(share / 'big.bin', 'wb') as f:
@@ -291,7 +291,7 @@ def test_real_peer_killed_mid_download_resumes(tmp_path, cluster, peers):
     finally:
         for path in (share / 'big.bin', tmp_path / 'dl' / 'big.bin'):
             if path.exists():
-                path.unlink()             # do not leave 1.2 GB in pytest's kept tmp folders
+                path.unlink()             # do not leave 640 MB in pytest's kept tmp folders
 
 
 def _kill_one_of_two_holders(tmp_path, share, size, servers, peers):

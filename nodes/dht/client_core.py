@@ -170,6 +170,14 @@ class Channel:
         deadline = self.next_deadline()
         return deadline is not None and now >= deadline
 
+    def get_timer(self):
+        """The time at which handle_timer must be called (sans-I/O timer contract), or None."""
+        return self.next_deadline()
+
+    def handle_timer(self, now):
+        """If the oldest request is late, give up on the connection: return what was lost."""
+        return self.fail() if self.expired(now) else []
+
     def fail(self):
         """Connection lost: return and forget every outstanding (req, request)."""
         lost = [(req, msg) for req, (msg, _) in self.outstanding.items()]
