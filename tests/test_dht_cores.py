@@ -169,7 +169,8 @@ def test_channel_window_ids_and_errors():
     assert not ch.can_send() and r1 != r2
     assert ch.get_timer() == 1.0 and ch.handle_timer(0.9) == [] and ch.expired(1.0)
     # Replies may be matched out of order by id.
-    got = ch.receive(codec.encode(codec.NotFound(r2, 'b')) + codec.encode(codec.NotFound(r1, 'a')), 0.6)
+    both = codec.encode(codec.NotFound(r2, 'b')) + codec.encode(codec.NotFound(r1, 'a'))
+    got = ch.receive(both, 0.6)
     assert [(r, q.name) for r, q, _ in got] == [(r2, 'b'), (r1, 'a')]
     assert ch.can_send() and ch.next_deadline() is None
     with pytest.raises(ChannelError):

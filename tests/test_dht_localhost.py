@@ -166,7 +166,8 @@ def test_malformed_frames_do_not_stop_the_server(cluster):
     replies = []
     while len(replies) < 2:
         replies += dec.feed(a.recv(65536))
-    assert [(r.req, r.code) for r in replies] == [(5, codec.ERR_UNKNOWN_TYPE), (6, codec.ERR_VERSION)]
+    assert [(r.req, r.code) for r in replies] == [(5, codec.ERR_UNKNOWN_TYPE),
+                                                  (6, codec.ERR_VERSION)]
     a.sendall(struct.pack('>I', 0xFFFFFFF0))          # oversized: error, then the server closes
     data = b''
     while True:

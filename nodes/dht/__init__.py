@@ -11,6 +11,8 @@ Modules
     transfer     peer file transfer: GET name+offset, FILE header (size, sha256), raw bytes,
                  resume from another holder, digest check
     server.py, peer.py, client.py   asyncio drivers (the processes below)
+    connections  the client's asyncio protocols (index connection, holder connection)
+    common       JSON-lines log, TCP_NODELAY, signals, the stdin `go` barrier
     bench_localhost.py              localhost benchmark against the seed's numbers
 
 Command lines (contract with topologies/dht8.py; changes are announced here)

@@ -99,7 +99,8 @@ class Lookup:
         elif isinstance(reply, codec.NotFound):
             self.result = (False, (), 'not found')
         else:
-            self.result = (False, (), 'server %s: error %s' % (server, getattr(reply, 'text', reply)))
+            text = getattr(reply, 'text', reply)
+            self.result = (False, (), 'server %s: error %s' % (server, text))
         return self.result
 
     def error(self):

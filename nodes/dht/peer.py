@@ -181,7 +181,8 @@ class PeerServer:
 
 def parse_args(argv):
     """Parse the peer command line."""
-    p = argparse.ArgumentParser(prog='python -m nodes.dht.peer', description=__doc__.split('\n')[0])
+    p = argparse.ArgumentParser(prog='python -m nodes.dht.peer',
+                                description=__doc__.split('\n')[0])
     p.add_argument('--name', required=True)
     p.add_argument('--listen', required=True, help='IP:PORT of this peer\'s file server')
     p.add_argument('--share', required=True, help='folder whose files this peer serves')

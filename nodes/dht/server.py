@@ -103,7 +103,8 @@ class IndexServer:
 
 def parse_args(argv):
     """Parse the server command line."""
-    p = argparse.ArgumentParser(prog='python -m nodes.dht.server', description=__doc__.split('\n')[0])
+    p = argparse.ArgumentParser(prog='python -m nodes.dht.server',
+                                description=__doc__.split('\n')[0])
     p.add_argument('--name', required=True, help='this server\'s name in --servers')
     p.add_argument('--listen', required=True, help='IP:PORT to listen on (port 0: any)')
     p.add_argument('--servers', required=True, help='every index server: s1=IP:PORT,s2=IP:PORT,...')
