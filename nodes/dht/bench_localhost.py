@@ -1,7 +1,7 @@
 """Localhost benchmark of the DHT system against the seed's per-operation times.
 
     /usr/bin/python3 -m nodes.dht.bench_localhost [--files 10000] [--downloads 1000]
-        [--servers 8] [--big-mb 1024] [--keep DIR]
+        [--servers 8] [--big-mb 1024] [--clients 2,4,8] [--keep DIR]
 
 Starts real server and peer processes on 127.0.0.1 (ephemeral ports), writes a shared
 folder of --files files (1 KB-5 MB, about 4 KB on average, like the seed's 40 MB per 10K
@@ -11,6 +11,9 @@ search, download, in the seed's one-request-at-a-time mode (--window 1) and pipe
 timed part (`summary.elapsed`, connections already open) divided by the operations, as the
 seed computes "Avg. Time per Operation". Loopback has no link delay, so these numbers are
 the software cost per operation; the Mininet experiment (topologies/dht8.py) adds the links.
+With --clients, each count of clients runs at once behind the `--barrier`/`go` start line
+(fresh servers per count) and ms per operation is the clients' mean timed part divided by
+the operations per client, the seed's "Avg. Time per Operation" for concurrent clients.
 """
 
 import argparse
@@ -24,6 +27,11 @@ import tempfile
 
 SEED_MS = {'register batched': 0.185, 'register batched R=1': 0.210,
            'register unbatched': 1.278, 'search': 0.594, 'download': 31.23}
+# The seed's ms per operation with 1, 2, 4 and 8 clients running at once (8 servers).
+SEED_CLIENTS = {'register batched': (0.185, 0.202, 0.278, 0.394),
+                'register unbatched': (1.278, 1.323, 1.416, 1.578),
+                'search': (0.594, 0.672, 0.815, 0.974),
+                'download': (31.23, 31.81, 32.23, 33.44)}
 
 
 def make_share(folder, n, rng):
@@ -87,7 +95,7 @@ def row(label, summ, seed=None):
     extra = ''
     if summ['bytes']:
         extra = '  %.1f MB/s' % (summ['bytes'] / summ['elapsed'] / 1e6)
-    print('%-34s %7d ops %4d ok-fail %8.3f s %9.4f ms/op %9s%s' % (
+    print('%-34s %7d ops %4d failed %8.3f s %9.4f ms/op %9s%s' % (
         label, summ['count'], summ['failed'], summ['elapsed'], ms,
         '%.3f' % seed if seed else '-', extra), flush=True)
     return ms
@@ -142,8 +150,60 @@ def run(args, work):
             finally:
                 for n in nodes:
                     n.stop()
+        for count in args.clients:
+            failed += concurrent(args, work, count, peer, search_names, dl_names)
     finally:
         peer.stop()
+    return failed
+
+
+def together(servers, argvs):
+    """Run one client per argv, released at once by the barrier; return their summaries."""
+    procs = [subprocess.Popen([sys.executable, '-m', 'nodes.dht.client', '--name', 'bench%d' % i,
+                               '--servers', servers, '--barrier'] + [str(a) for a in argv],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for i, argv in enumerate(argvs)]
+    for p in procs:
+        if '"ready"' not in p.stdout.readline():
+            raise RuntimeError('a client did not reach the barrier')
+    for p in procs:
+        p.stdin.write('go\n')
+        p.stdin.flush()
+    return [json.loads(p.communicate()[0].splitlines()[-1]) for p in procs]
+
+
+def concurrent(args, work, count, peer, search_names, dl_names):
+    """Run register/search/download with `count` clients at once; return failures."""
+    share = os.path.join(work, 'share')
+    servers, nodes = start_servers(args.servers)
+    # Client 0 advertises the real peer; the others stand for peers that are not running,
+    # and unregister again before the downloads so every holder found is the real one.
+    addrs = [peer.listen] + ['127.0.0.1:%d' % (20000 + i) for i in range(1, count)]
+    reg = [['--share', share, '--advertise', a] for a in addrs]
+    failed = 0
+    try:
+        plan = [('register batched', [['--op', 'register', '--batch'] + r for r in reg]),
+                ('register unbatched', [['--op', 'register', '--no-batch'] + r for r in reg]),
+                ('search', [['--op', 'search', '--names', search_names]] * count),
+                (None, [['--op', 'unregister'] + r for r in reg[1:]]),
+                ('download', [['--op', 'download', '--names', dl_names, '--downloads',
+                               os.path.join(work, 'dl%d' % i)] for i in range(count)])]
+        for label, argvs in plan:
+            if not argvs:
+                continue
+            summs = together(servers, argvs)
+            failed += sum(x['failed'] for x in summs)
+            if label is None:
+                continue
+            mean = {k: sum(x[k] for x in summs) / count for k in ('elapsed', 'count', 'bytes')}
+            mean['failed'] = sum(x['failed'] for x in summs)
+            seed = dict(zip((1, 2, 4, 8), SEED_CLIENTS[label])).get(count)
+            row('%s, %d clients' % (label, count), mean, seed)
+    finally:
+        for n in nodes:
+            n.stop()
+        for i in range(count):
+            shutil.rmtree(os.path.join(work, 'dl%d' % i), ignore_errors=True)
     return failed
 
 
@@ -179,8 +239,14 @@ def main(argv=None):
     p.add_argument('--downloads', type=int, default=1000)
     p.add_argument('--servers', type=int, default=8)
     p.add_argument('--big-mb', type=int, default=1024, help='large-file size (0: skip)')
+    p.add_argument('--clients', default='', help='comma-separated counts of concurrent '
+                   'clients to run too, e.g. 1,2,4,8 (default: none)')
     p.add_argument('--keep', help='work in this folder and keep it')
     args = p.parse_args(argv)
+    try:
+        args.clients = [int(c) for c in args.clients.split(',') if c.strip()]
+    except ValueError:
+        p.error('--clients takes counts like 1,2,4,8')
     work = args.keep or tempfile.mkdtemp(prefix='dht-bench-')
     os.makedirs(work, exist_ok=True)
     try:
