@@ -144,6 +144,12 @@ def test_register_search_download_with_replicas(tmp_path, cluster, peers):
     for name, digest in files.items():
         assert hashlib.sha256((tmp_path / 'dl' / name).read_bytes()).hexdigest() == digest
     assert sorted(os.listdir(tmp_path / 'dl')) == sorted(files)       # no temp files left
+    rc, ops, summ, err = run_client(servers, '--op', 'download', '--names', names,
+                                    '--downloads', tmp_path / 'dl3', '--window', 3)
+    assert rc == 0 and summ['window'] == 3, err
+    assert summ['messages_sent'] == 2 * len(files)                    # a search and a GET each
+    for name, digest in files.items():
+        assert hashlib.sha256((tmp_path / 'dl3' / name).read_bytes()).hexdigest() == digest
     rc, _, summ, _ = run_client(servers, '--op', 'unregister', '--replicas', 1,
                                 '--share', tmp_path / 'share1', '--advertise', p1)
     assert rc == 0

@@ -41,9 +41,9 @@ class Client:
         self.timeout = timeout
         self.conns = {}
         self.sems = {s: asyncio.Semaphore(self.window) for s in servers}
-        self.peers = {}
         self.messages_sent = 0
         self.records = []
+        self._seq = 0
 
     async def _connect(self, server):
         """Return a live connection to an index server, opening it if needed."""
@@ -110,8 +110,14 @@ class Client:
     async def write_one(self, op, kind, name, servers, addr):
         """One unbatched write of one name to all of its servers; return True if all acked."""
         t0 = time.perf_counter()
-        results = await asyncio.gather(*(self.ask(s, kind, addr, (name,)) for s in servers),
-                                       return_exceptions=True)
+        if len(servers) == 1:       # no replicas: skip gather's task per operation
+            try:
+                results = [await self.ask(servers[0], kind, addr, (name,))]
+            except _FAILURES as exc:
+                results = [exc]
+        else:
+            results = await asyncio.gather(*(self.ask(s, kind, addr, (name,)) for s in servers),
+                                           return_exceptions=True)
         errs = ['%s: %s' % (s, getattr(r, 'text', None) or r or type(r).__name__)
                 for s, r in zip(servers, results) if type(r) is not codec.Ack]
         self.record(op, name, not errs, t0, servers[0],
@@ -168,7 +174,8 @@ class Client:
             return False
         d = Download(name, holders)
         final = os.path.join(downloads, name)
-        tmp = os.path.join(downloads, '.%s.part.%d' % (name, os.getpid()))
+        self._seq += 1
+        tmp = os.path.join(downloads, '.%s.part.%d.%d' % (name, os.getpid(), self._seq))
         try:
             with open(tmp, 'wb') as f:
                 while True:
@@ -228,14 +235,21 @@ async def run_op(client, args):
         oks = await _bounded(args.names_list, client.search_op,
                              w * len(client.addrs) if w > 1 else 1)
         return len(oks), sum(oks), 0
-    pools = {}
+    # W connection pools (holder address -> connection), one per download in flight.
+    pools = [{} for _ in range(w)]
+    free = asyncio.Queue()
+    for pool in pools:
+        free.put_nowait(pool)
 
     async def one(name):
-        key = id(asyncio.current_task()) if w > 1 else 0
-        return await client.download_op(name, args.downloads, pools.setdefault(key, {}))
+        pool = await free.get()
+        try:
+            return await client.download_op(name, args.downloads, pool)
+        finally:
+            free.put_nowait(pool)
     oks = await _bounded(args.names_list, one, w)
     nbytes = sum(r['bytes'] for r in client.records if r['ok'])
-    for pool in pools.values():
+    for pool in pools:
         for conn in pool.values():
             conn.transport.close()
     return len(oks), sum(oks), nbytes
