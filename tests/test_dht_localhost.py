@@ -364,3 +364,24 @@ def test_download_refuses_unsafe_names_and_peer_hides_symlinks(tmp_path, cluster
     assert 'no such file' in ops[1]['error']
     assert os.listdir(tmp_path / 'dl') == [] and not (tmp_path / 'escape.bin').exists()
     assert files
+
+
+def test_search_times_out_on_a_hung_owner_and_uses_the_replica(tmp_path, cluster):
+    servers, sprocs = cluster(2, replicas=1)
+    share = tmp_path / 'share'
+    files = make_files(share, [10] * 20)
+    assert run_client(servers, '--replicas', 1, '--op', 'register', '--share', share,
+                      '--advertise', '127.0.0.1:9')[0] == 0
+    ring = Ring(['s1', 's2'])
+    hung = ring.owner(sorted(files)[0])
+    os.kill(sprocs[hung].p.pid, signal.SIGSTOP)      # connected but silent
+    try:
+        rc, ops, summ, err = run_client(servers, '--replicas', 1, '--op', 'search', '--names',
+                                        names_file(tmp_path / 'names', sorted(files)),
+                                        '--timeout', 0.5)
+    finally:
+        os.kill(sprocs[hung].p.pid, signal.SIGCONT)
+    assert rc == 0, err
+    assert summ['down'] == [hung] and all(o['server'] != hung for o in ops)
+    slow = [o for o in ops if o['latency'] >= 0.5]
+    assert len(slow) == 1, 'one timeout, then the hung server is tried last'
