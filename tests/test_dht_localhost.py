@@ -385,3 +385,24 @@ def test_search_times_out_on_a_hung_owner_and_uses_the_replica(tmp_path, cluster
     assert summ['down'] == [hung] and all(o['server'] != hung for o in ops)
     slow = [o for o in ops if o['latency'] >= 0.5]
     assert len(slow) == 1, 'one timeout, then the hung server is tried last'
+
+
+def test_local_write_failure_fails_the_download_without_resuming(tmp_path, cluster, peers):
+    import resource
+    servers, _ = cluster(1)
+    files = make_files(tmp_path / 'share', [1000000])
+    name = next(iter(files))
+    for peer in ('p1', 'p2'):                         # a second holder must not be used
+        addr, _ = peers(peer, tmp_path / 'share')
+        assert run_client(servers, '--op', 'register', '--share', tmp_path / 'share',
+                          '--advertise', addr)[0] == 0
+    (tmp_path / 'dl').mkdir()
+    r = subprocess.run(
+        [sys.executable, '-m', 'nodes.dht.client', '--name', 'c1', '--servers', servers,
+         '--op', 'download', '--names', str(names_file(tmp_path / 'names', [name])),
+         '--downloads', str(tmp_path / 'dl')], cwd=ROOT, capture_output=True, text=True,
+        timeout=60,       # files this process writes may not exceed 200 KB (EFBIG after that)
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (200000, 200000)))
+    op = json.loads(r.stdout.splitlines()[0])
+    assert r.returncode == 1 and not op['ok'] and 'cannot write' in op['error']
+    assert 'resumes' not in op and os.listdir(tmp_path / 'dl') == []

@@ -22,7 +22,7 @@ import time
 from . import codec
 from .client_core import Channel, ChannelError, ClientCore, Lookup
 from .common import JsonLog, error, wait_go
-from .connections import IndexConn, PeerConn
+from .connections import IndexConn, LocalWriteError, PeerConn
 from .peer import Catalog
 from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
 from .server_core import valid_name
@@ -184,12 +184,18 @@ class Client:
                         self.messages_sent += 1
                         await conn.fetch(d, f)
                         break
+                    except LocalWriteError as exc:
+                        raise DownloadError(str(exc)) from None
                     except (DownloadError,) + _FAILURES as exc:
                         bad = pool.pop(d.holder, None)
                         if bad is not None:
                             bad.transport.abort()
                         if d.holder_failed(str(exc) or type(exc).__name__) is None:
                             raise DownloadError(d.error()) from None
+                f.flush()
+                if os.fstat(f.fileno()).st_size != d.size:
+                    raise DownloadError('%r: wrote %d bytes, expected %d'
+                                        % (name, os.fstat(f.fileno()).st_size, d.size))
             os.replace(tmp, final)
         except (DownloadError, OSError) as exc:
             try:

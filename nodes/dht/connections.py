@@ -65,6 +65,10 @@ class IndexConn(asyncio.Protocol):
                 self.channel.server, ': %s' % exc if exc else '')))
 
 
+class LocalWriteError(Exception):
+    """Writing the downloaded bytes failed here; resuming elsewhere would leave a hole."""
+
+
 class PeerConn(asyncio.Protocol):
     """One persistent connection to a holder peer; one download at a time."""
 
@@ -120,8 +124,12 @@ class PeerConn(asyncio.Protocol):
             exc = None
         except DownloadError as e:
             chunks, exc = getattr(e, 'chunks', []), e
-        for chunk in chunks:
-            self.file.write(chunk)
+        try:
+            for chunk in chunks:
+                self.file.write(chunk)
+        except OSError as e:        # e.g. disk full: fatal for this download, never resumed
+            exc = LocalWriteError('cannot write %r: %s' % (d.name, e))
+            d.done = False
         if d.done:
             self.download = None
             if self._watch:
