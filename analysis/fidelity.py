@@ -20,12 +20,12 @@ configured jitter's (netem's uniform jitter per link: variance jitter^2/3 per li
 """
 
 import json
+import math
 import pathlib
 import re
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
 
 from analysis import figures
 from topologies.results import read_manifest
@@ -91,11 +91,27 @@ def ping_row(logs, point):
     return row
 
 
+def binom_quantiles(n, p, low, high):
+    """(smallest k with P[X <= k] >= low, same for high) for X ~ Binomial(n, p)."""
+    if p <= 0 or p >= 1:
+        return (0, 0) if p <= 0 else (n, n)
+    log_p, log_q = math.log(p), math.log1p(-p)
+    cdf, out = 0.0, []
+    for k in range(n + 1):
+        cdf += math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                        + k * log_p + (n - k) * log_q)
+        while len(out) < 2 and cdf >= (low, high)[len(out)]:
+            out.append(k)
+        if len(out) == 2:
+            return tuple(out)
+    return tuple(out + [n] * (2 - len(out)))
+
+
 def loss_row(rtt, point):
     """loss.csv row: measured one-way loss and the 99 % binomial interval of the count."""
     n, received = rtt['sent'], rtt['oneway_received'] or 0
     p = point['loss'] / 100.0
-    lo, hi = binom.ppf(0.005, n, p), binom.ppf(0.995, n, p)
+    lo, hi = binom_quantiles(n, p, 0.005, 0.995)
     lost = n - received
     return {**_base(point), 'configured_loss_pct': point['loss'], 'sent': n,
             'received': received, 'lost': lost, 'measured_loss_pct': 100.0 * lost / n,

@@ -43,6 +43,13 @@ def test_configurations_split_values_over_links():
     assert 1 - (1 - per_link[0] / 100) * (1 - per_link[2] / 100) == pytest.approx(0.01)
 
 
+def test_binomial_quantiles_match_known_values():
+    """The 99 % interval of Binomial(20000, 0.01) is 165..237 (scipy.stats.binom.ppf agrees)."""
+    assert analysis.binom_quantiles(20000, 0.01, 0.005, 0.995) == (165, 237)
+    assert analysis.binom_quantiles(20000, 0.05, 0.005, 0.995) == (921, 1080)
+    assert analysis.binom_quantiles(100, 0.0, 0.005, 0.995) == (0, 0)
+
+
 def _write_run(run_dir, lost, median_ms, tcp_mbps):
     """Write the logs of a 3-point run: a 20 ms delay, a 1 % loss, a 10 Mbit/s transfer."""
     logs = run_dir / 'logs'

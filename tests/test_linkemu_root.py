@@ -82,14 +82,14 @@ def test_delay_20ms_one_way_gives_40ms_rtt(tmp_path):
 
 def test_loss_10_percent_inside_its_interval(tmp_path):
     """10 % loss on h1->s1 drops a binomially plausible share of 5,000 one-way probes."""
-    from scipy.stats import binom
+    from analysis.fidelity import binom_quantiles
     net = _network(_topo(loss=10.0))
     try:
         _, stream = _probe(net.net, tmp_path, 5000, 0.0002)
     finally:
         net.stop()
     lost = stream['sent'] - stream['received']
-    lo, hi = binom.ppf(0.0005, 5000, 0.1), binom.ppf(0.9995, 5000, 0.1)
+    lo, hi = binom_quantiles(5000, 0.1, 0.0005, 0.9995)
     print('lost %d of %d, 99.9%% interval %d..%d' % (lost, stream['sent'], lo, hi))
     assert stream['sent'] == 5000 and lo <= lost <= hi
 
