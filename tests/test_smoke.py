@@ -147,3 +147,37 @@ def test_interrupted_run_leaves_nothing(signum, switch, tmp_path):
     assert manifest['error'] == signal.Signals(signum).name
     assert manifest['ended_at']
     _assert_nothing_left(manifest)
+
+
+@pytest.mark.root
+def test_next_run_cleans_what_a_killed_run_left(tmp_path):
+    _require('osken')
+    crashed = tmp_path / 'crashed'
+    proc = subprocess.Popen([PYTHON, SCRIPT, '--scale', 'default',
+                             '--switch', 'osken', '--out', str(crashed)],
+                            stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    client = crashed / 'logs' / 'iperf-client-p0.json'
+    deadline = time.monotonic() + 60
+    while not client.exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.kill()                             # no teardown at all
+    proc.wait(timeout=10)
+    assert read_manifest(crashed)['status'] == 'running'
+    state = leftovers.State.load()
+    assert state is not None and state.data['pids']
+    alive = [pid for pid, started in state.data['pids']
+             if leftovers._start_time(pid) == started]
+    assert alive, 'a SIGKILLed run should leave processes behind'
+    assert leftovers.find()['ovs_bridges'] == ['s1']
+
+    out = tmp_path / 'next'
+    run = subprocess.run([PYTHON, SCRIPT, '--scale', 'smoke', '--repeat', '1',
+                          '--out', str(out)], capture_output=True, text=True,
+                         timeout=140)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert 'cleaned leftovers of an earlier run' in run.stderr
+    for pid, started in state.data['pids']:
+        assert leftovers._start_time(pid) != started, 'pid %d survived' % pid
+    _assert_nothing_left(read_manifest(out))
