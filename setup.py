@@ -5,7 +5,9 @@ python3-os-ken, python3-scapy, python3-numpy, python3-pandas, python3-seaborn), 
 vagrant/provision.sh installs with apt. install_requires is therefore empty on purpose:
 pip must never fetch PyPI copies over them (the PyPI os-ken has no osken-manager, and
 Mininet is not on PyPI in a usable form). provision.sh makes the checkout importable for
-/usr/bin/python3 with a .pth file; `pip install --no-deps .` works too.
+/usr/bin/python3 with a .pth file, which is the supported install: a wheel
+(`pip install --no-deps .`) carries the Python packages only, not the C link-delay daemon
+that provision.sh builds in nodes/linkdelay/.
 """
 
 from setuptools import find_packages, setup
