@@ -394,7 +394,7 @@ def targets_table(manifest, part1, part2):
             m = sel['time_per_op_ms'].iloc[0] if len(sel) else None
         rows.append({'target': '%s, ms per op, 1 peer' % name, 'seed': seed_ms,
                      'measured': m, 'ratio': seed_ms / m if m else None,
-                     'met': bool(m is not None and m < seed_ms),
+                     'met': None if m is None else bool(m < seed_ms),
                      'rule': 'measured < seed', 'scale': scale})
     if not part2.empty:
         solo = part2[part2['concurrent_clients'] == 1]
@@ -456,6 +456,7 @@ def targets_text(run_dir):
     for r in df.itertuples():
         measured = 'n/a' if pd.isna(r.measured) else '%.4g' % r.measured
         ratio = 'n/a' if pd.isna(r.ratio) else '%.2fx' % r.ratio
+        verdict = 'not run' if pd.isna(r.met) else 'MET' if r.met else 'not met'
         lines.append('  %-62s seed %-8.4g measured %-9s ratio %-7s %s' % (
-            r.target, r.seed, measured, ratio, 'MET' if r.met else 'not met'))
+            r.target, r.seed, measured, ratio, verdict))
     return '\n'.join(lines)

@@ -156,7 +156,8 @@ def report(manifest, data):
         for r in tg.itertuples():
             lines.append('| %s | %s | %s | %s | %s |' % (
                 r.target, _f(r.seed, '%.4g'), _f(r.measured, '%.4g'),
-                _f(r.ratio, '%.2fx'), 'yes' if r.met else '**no**'))
+                _f(r.ratio, '%.2fx'),
+                'not run' if pd.isna(r.met) else 'yes' if r.met else '**no**'))
         lines.append('')
     lines += _part1(data.get('part1', pd.DataFrame()))
     lines += _ping(data.get('ping', pd.DataFrame()))
