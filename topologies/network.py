@@ -71,7 +71,8 @@ class Network:
     """A started Mininet network plus what was chosen to build it."""
 
     def __init__(self, topo, switch='lxbr', datapath='auto', caps=None,
-                 controller_log=None, stats_interval=1.0, on_built=None):
+                 controller_log=None, stats_interval=1.0, on_built=None,
+                 seed=0, log_dir=None):
         self.topo = topo
         self.switch = switch
         self.caps = caps or capabilities.probe()
@@ -79,7 +80,8 @@ class Network:
         self.controller_log = controller_log
         self.stats_interval = stats_interval
         self.on_built = on_built
-        self.links = (linkemu.plan(topo, self.caps) if linkemu
+        self.log_dir = log_dir
+        self.links = (linkemu.plan(topo, self.caps, seed=seed) if linkemu
                       else _BandwidthOnly(topo))
         self.net = None
         self.controller = None
@@ -111,7 +113,11 @@ class Network:
                                'controller within 30 s; see its log in logs/')
         if self.datapath == 'user':
             self._offloads_off()
-        self.links.install(self.net)
+        try:
+            self.links.install(self.net, log_dir=self.log_dir)
+        finally:
+            if self.on_built:
+                self.on_built(self)     # link daemons have PIDs now
         self._installed = True
         return self
 
@@ -195,6 +201,9 @@ class Network:
             process = getattr(c, 'process', None)   # OsKenController's
             pids += [p for p in (getattr(c, 'pid', None),
                                  getattr(process, 'pid', None)) if p]
+        daemons = getattr(getattr(self.links, '_daemons', None), 'daemons',
+                          None) or {}
+        pids += [d.proc.pid for d in daemons.values()]   # linkdelay
         intfs = sorted({i.name for n in self.net.switches
                         for i in n.intfList() if i.name != 'lo'})
         names = [s.name for s in self.net.switches]
@@ -259,7 +268,7 @@ class _BandwidthOnly:
                                   'mechanism': 'htb' if info.get('bw')
                                   else None})
 
-    def install(self, net):
+    def install(self, net, log_dir=None):
         """Nothing to install: TCLink configured tc at link creation."""
 
     def records(self):

@@ -213,7 +213,8 @@ class Experiment:
             net = network.Network(
                 topo, params.switch, params.datapath, caps,
                 controller_log=folder.log_path('controller-stats'),
-                stats_interval=self.stats_interval, on_built=state.record)
+                stats_interval=self.stats_interval, on_built=state.record,
+                seed=params.seed, log_dir=folder.logs)
             net.start()
             folder.update(mechanisms=net.mechanisms())
             ctx = RunContext(net, params, folder, state)
