@@ -120,8 +120,9 @@ def bars_with_spread(df, x, y, figures_dir, name, title, xlabel, ylabel,
                      reference=None, reference_label='configured'):
     """Mean of y per x as bars, sd across repetitions as error bars, dots."""
     with _style():
-        fig, ax = plt.subplots(figsize=SIZE)
         order = sorted(df[x].unique(), key=str)
+        fig, ax = plt.subplots(figsize=(min(2.6 + 1.1 * len(order), SIZE[0]),
+                                        SIZE[1]))
         color = sns.color_palette(PALETTE)[0]
         sns.barplot(data=df, x=x, y=y, order=order, errorbar='sd',
                     color=color, alpha=0.6, capsize=0.1, ax=ax, width=0.5,
@@ -133,6 +134,9 @@ def bars_with_spread(df, x, y, figures_dir, name, title, xlabel, ylabel,
             ax.scatter(i + offsets, values, color='0.15', s=12, zorder=3,
                        label='repetitions')
         _reference(ax, reference, reference_label)
+        top = max([df[y].max() if len(df) else 0, reference or 0])
+        ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+        ax.set_xlim(-0.7, len(order) - 0.3)
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))     # one entry per label
         ax.legend(unique.values(), unique.keys(), frameon=False,

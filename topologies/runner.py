@@ -50,9 +50,10 @@ wait=True)`` (a tracked ``NodeProcess``; unless ``barrier`` or ``wait=False``
 it waits for readiness; with ``wait=False`` start many, then call
 ``node.wait_ready()`` on each),
 ``ctx.release(nodes)`` (barrier: wait until every node is ready, then send
-``go`` to all) and ``ctx.stop_nodes(nodes)``.  The manifest's ``nodes`` lists every node
-process with its argv, host, PID and exit status.  Node names are unique per run
-(they name the log files), e.g. ``'server-p%d' % point['point']``.
+``go`` to all) and ``ctx.stop_nodes(nodes)``.  The manifest's ``nodes``
+lists every node process with its argv, host, PID and exit status.  Node
+names are unique per run (they name the log files), e.g.
+``'server-p%d' % point['point']``.
 Node processes inherit ``PYTHONPATH`` with the repository root, so
 ``[sys.executable, '-m', 'nodes.x']`` works on every host.
 """
@@ -183,6 +184,9 @@ class Experiment:
             print('%s: interrupted (%s) before the run started'
                   % (self.name, e), file=sys.stderr)
             return 128 + e.signum
+        except FileExistsError as e:    # --out names an earlier run
+            print('%s: %s' % (self.name, e), file=sys.stderr)
+            return EXIT_FAILED
         finally:
             _restore_signals(handlers)
         print('%s: %s, results in %s' % (self.name, status, folder.path),
