@@ -7,7 +7,8 @@ Reads only ``manifest.json`` and ``logs/`` of a run of ``topologies/fidelity.py`
 - ``tables/ping.csv``: ``ping`` (kernel receive timestamp) vs ``ping -U`` (user clock);
 - ``tables/loss.csv``: per loss point: probes sent, one-way received, measured loss, the 99 %
   binomial interval of the lost count around the configured rate;
-- ``tables/goodput.csv``: TCP and UDP goodput per configured rate and delay, with the ratio;
+- ``tables/goodput.csv``: TCP and UDP goodput per configured rate and delay, with the ratio,
+  and the median RTT of probes sent during the TCP transfer (configured delay + queueing);
 - ``tables/cpu.csv``: per point: seconds, CPU seconds of the linkdelay daemons, machine busy;
 - ``tables/targets.csv`` and ``report.md``: each target of issue 3 with the measured ratio
   and PASS/MISS; figures ``rtt``, ``loss``, ``goodput`` (configured vs measured),
@@ -130,11 +131,16 @@ def goodput_rows(logs, point):
         end = json.loads(path.read_text())['end']
         received = end['sum_received']
         mbps = received['bits_per_second'] / 1e6
+        loaded = logs / ('loaded-probe-p%d.jsonl' % point['point'])
+        rtts = [r['rtt_us'] / 1000.0 for r in _jsonl(loaded) if r['event'] == 'echo'] \
+            if proto == 'tcp' and loaded.exists() else []
         rows.append({**_base(point), 'proto': proto, 'bw': point['bw'],
                      'delay_ms': point['delay_ms'], 'goodput_mbps': mbps,
                      'ratio': mbps / point['bw'],
                      'retransmits': end.get('sum_sent', {}).get('retransmits'),
-                     'udp_lost_pct': received.get('lost_percent')})
+                     'udp_lost_pct': received.get('lost_percent'),
+                     'configured_rtt_ms': point['rtt_ms'],
+                     'loaded_rtt_median_ms': float(np.median(rtts)) if rtts else None})
     return rows
 
 
@@ -318,6 +324,8 @@ def build(run_dir):
             _markdown(t['loss'].drop(columns=['point', 'repetition', 'kind'])
                       if len(t['loss']) else t['loss'], '%.4f'),
             '\n## Goodput (iperf3, receiver)\n\n',
+            'loaded_rtt_median_ms: median RTT of UDP probes every 10 ms during the TCP '
+            'transfer; above configured_rtt_ms by the queueing delay at the bottleneck.\n\n',
             _markdown(gp.drop(columns=['point', 'repetition', 'kind']) if len(gp) else gp),
             '\n## CPU cost\n\n',
             'Daemon CPU is user+system time of the linkdelay processes of the point\'s two '

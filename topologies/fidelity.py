@@ -14,7 +14,9 @@ Each point measures one configuration (kinds):
   ``ping`` and ``ping -U`` (kernel vs user timestamps) for comparison;
 - ``jitter``: the same with jitter on every link, probes 1 ms apart (reordering expected);
 - ``loss``: ``--loss-packets`` probes at 10,000/s; one-way loss from the reflector's count;
-- ``goodput``: ``iperf3`` TCP, then UDP at the configured rate, ``--duration`` seconds each.
+- ``goodput``: ``iperf3`` TCP, then UDP at the configured rate, ``--duration`` seconds each;
+  UDP probes every 10 ms during the TCP transfer measure the loaded RTT (queueing delay at
+  the bottleneck adds to the configured delay).
 
 Every point records the CPU seconds the linkdelay daemons used and the machine's busy
 fraction while it ran. ``analysis/fidelity.py`` turns the logs into tables, "configured vs
@@ -239,13 +241,28 @@ class Fidelity(Experiment):
                 node.wait(timeout=30 + 40 * point['rtt_ms'] / 1000.0)
 
     def _goodput(self, ctx, point, a, b):
-        """iperf3 TCP, then UDP at the configured rate, from a to b."""
+        """iperf3 TCP (with RTT probes alongside), then UDP at the configured rate, a to b.
+
+        The probes during the TCP transfer show queueing delay at the HTB bottleneck adding
+        to the configured delay, as it does with netem under HTB.
+        """
         p = point['point']
         for proto in ('tcp', 'udp'):
             port = IPERF_PORT + (p % 1000)
             server = ctx.start_node(b, 'iperf-%s-server-p%d' % (proto, p),
                                     ['iperf3', '-s', '-1', '-J', '-p', port],
                                     ready=TcpListening(port), suffix='.json')
+            loaded = []
+            if proto == 'tcp':
+                loaded.append(ctx.start_node(
+                    b, 'loaded-reflect-p%d' % p, [sys.executable, '-m', 'workloads.probe',
+                                                  'reflect', '--port', PROBE_PORT],
+                    ready=LogReady()))
+                loaded.append(ctx.start_node(
+                    a, 'loaded-probe-p%d' % p,
+                    [sys.executable, '-m', 'workloads.probe', 'send', '--dst', b.IP(),
+                     '--port', PROBE_PORT, '--count', int(ctx.params.duration / 0.01),
+                     '--interval', 0.01, '--stream', p + 1, '--drain', 2.0]))
             argv = ['iperf3', '-c', b.IP(), '-p', port, '-J', '-t', ctx.params.duration]
             if proto == 'udp':
                 argv += ['-u', '-b', '%gM' % point['bw']]
@@ -253,6 +270,9 @@ class Fidelity(Experiment):
                                     suffix='.json')
             client.wait(timeout=ctx.params.duration + 30)
             server.wait(timeout=15)
+            if loaded:
+                loaded[1].wait(timeout=ctx.params.duration + 30)
+                ctx.stop_nodes(loaded[:1])
             if client.returncode != 0:
                 raise RuntimeError('%s exited with %s; see %s' % (
                     client.name, client.returncode, client.log_path))
