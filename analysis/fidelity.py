@@ -258,10 +258,9 @@ def draw(t, figures_dir):
             'configured RTT', 'ratio', reference=1.0)
     if len(t['goodput']):
         tcp = t['goodput'][t['goodput']['proto'] == 'tcp']
+        labels = ['%4gM %gms' % (bw, d) for bw, d in zip(tcp['bw'], tcp['delay_ms'])]
         figures.bars_with_spread(
-            tcp.assign(configured=tcp.apply(lambda r: '%4gM %gms' % (r['bw'],
-                                                                           r['delay_ms']),
-                                            axis=1)),
+            tcp.assign(configured=labels),
             'configured', 'ratio', figures_dir, 'tcp_ratio', 'TCP goodput / configured rate',
             'configured rate (Mbit/s) and one-way delay', 'ratio', reference=1.0)
     if len(t['cpu']):

@@ -230,8 +230,8 @@ class Fidelity(Experiment):
             time.sleep(0.02)
         ctx.stop_nodes([reflector])
         if sender.returncode != 0:
-            raise RuntimeError('%s exited with %s; see %s' % (sender.name, sender.returncode,
-                                                             sender.err_path))
+            raise RuntimeError('%s exited with %s; see %s'
+                               % (sender.name, sender.returncode, sender.err_path))
         if point['kind'] == 'delay':
             for flag, label in ((None, 'kernel'), ('-U', 'user')):
                 argv = ['ping', '-n', '-q', '-c', 20, '-i', 0.02]
