@@ -71,7 +71,7 @@ def reflect(args):
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.bind((args.bind, args.port))
     streams, malformed = {}, 0
-    emit({'event': 'ready', 'port': args.port})
+    emit({'event': 'ready', 'port': sock.getsockname()[1]})
     while True:
         data, peer = sock.recvfrom(65535)
         if len(data) < HEADER.size or data[:4] not in (DATA, END):
@@ -156,7 +156,7 @@ def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='mode', required=True)
     r = sub.add_parser('reflect', help='echo probes and count one-way arrivals')
-    r.add_argument('--port', type=int, required=True)
+    r.add_argument('--port', type=int, required=True, help='UDP port (0: any free port)')
     r.add_argument('--bind', default='0.0.0.0')
     s = sub.add_parser('send', help='send a probe stream and time the echoes')
     s.add_argument('--dst', required=True)
