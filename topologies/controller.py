@@ -118,6 +118,7 @@ class OsKenController(Controller):
     def checkListening(self):
         """Refuse a port that something else already listens on (no telnet needed)."""
         if listening_inodes(self.port):
+            self.terminate()  # Controller.__init__ started our shell before this check
             raise ControllerError('TCP port %d is already in use by another listener; stop it '
                                   'or give OsKenController another port' % self.port)
 
