@@ -27,29 +27,29 @@ def draw(run_dir, manifest, data):
         for r in p1.itertuples():
             total = r.concurrent_clients * r.ops_per_client
             rows.append({'total operations': total, 'total time (s)': r.total_time_s,
-                         'series': 'ours: %s' % r.variant, 'op': r.variant,
+                         'series': 'ours', 'op': r.variant,
                          'clients': r.concurrent_clients, 'ms': r.time_per_op_ms})
             if not _nan(r.seed_total_time_s):
                 rows.append({'total operations': r.concurrent_clients * 10000,
                              'total time (s)': r.seed_total_time_s,
-                             'series': 'seed: %s' % r.variant, 'op': r.variant,
+                             'series': 'seed', 'op': r.variant,
                              'clients': r.concurrent_clients,
                              'ms': r.seed_time_per_op_ms})
         df = pd.DataFrame(rows)
         fast = df[df['op'] != 'download']
         figures.lines_over_time(
-            fast, 'total operations', 'total time (s)', 'series', out,
+            fast, 'total operations', 'total time (s)', 'op', out,
             'part1_time_vs_operations', 'Part I: register and search, time against '
             'concurrent operations', 'total operations (all clients)',
-            'average total time per client (s)')
+            'average total time per client (s)', style='series')
         figures.lines_over_time(
-            df[df['op'] == 'download'], 'total operations', 'total time (s)', 'series',
+            df[df['op'] == 'download'], 'total operations', 'total time (s)', 'op',
             out, 'part1_download_time_vs_operations',
             'Part I: download, time against concurrent operations',
-            'total files downloaded (all clients)', 'average total time per client (s)')
+            'total files downloaded (all clients)', 'average total time per client (s)', style='series')
         figures.lines_over_time(
-            fast, 'clients', 'ms', 'series', out, 'part1_time_per_operation',
-            'Part I: time per operation', 'concurrent clients', 'ms per operation')
+            fast, 'clients', 'ms', 'op', out, 'part1_time_per_operation',
+            'Part I: time per operation', 'concurrent clients', 'ms per operation', style='series')
     p2 = data.get('part2', pd.DataFrame())
     if len(p2):
         many = p2['concurrent_clients'].max()

@@ -76,20 +76,30 @@ def _finish(ax, title, xlabel, ylabel, legend_title=None):
                   loc='upper left', bbox_to_anchor=(1.01, 1.0))
 
 
+LINESTYLES = ('-', '--', ':', '-.')
+
+
 def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
                     reference=None, reference_label='configured',
-                    ylim_zero=True):
-    """Lines of y over x, one per hue value, with an optional reference."""
+                    ylim_zero=True, style=None):
+    """Lines of y over x, one colour per hue value (and one line style per style value)."""
     with _style():
         fig, ax = plt.subplots(figsize=SIZE)
         groups = sorted(df[hue].unique()) if hue else [None]
+        styles = sorted(df[style].unique()) if style else [None]
         colors = sns.color_palette(PALETTE, max(len(groups), 1))
-        for color, group in zip(colors, groups):
-            part = df if group is None else df[df[hue] == group]
-            part = part.sort_values(x)
-            ax.plot(part[x], part[y], color=color, linewidth=1.4,
-                    marker='o', markersize=2.5,
-                    label=None if group is None else '%s' % group)
+        for linestyle, kind in zip(LINESTYLES, styles):
+            for color, group in zip(colors, groups):
+                part = df if group is None else df[df[hue] == group]
+                part = part if kind is None else part[part[style] == kind]
+                if not len(part):
+                    continue
+                part = part.sort_values(x)
+                label = None if group is None else '%s' % group
+                if kind is not None:
+                    label = '%s: %s' % (kind, label)
+                ax.plot(part[x], part[y], color=color, linewidth=1.4, linestyle=linestyle,
+                        marker='o', markersize=2.5, label=label)
         _reference(ax, reference, reference_label)
         if ylim_zero:
             top = max([df[y].max() if len(df) else 0, reference or 0])
