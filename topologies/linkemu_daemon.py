@@ -14,6 +14,7 @@ source.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -84,11 +85,14 @@ class DaemonSet:
         self.seed = seed
         self.log_dir = log_dir
         self.daemons = {}
+        self._scratch = None  # our own temporary folder when no log_dir was given
 
     def start(self, net):
         """Start one daemon per receiving host, then its rules; raise if any is not ready."""
         binary = ensure_binary()
-        folder = self.log_dir or tempfile.mkdtemp(prefix='repronet-linkdelay-')
+        if self.log_dir is None and self._scratch is None:
+            self._scratch = tempfile.mkdtemp(prefix='repronet-linkdelay-')
+        folder = self.log_dir or self._scratch
         os.makedirs(folder, exist_ok=True)
         by_dst = {}
         for spec in self.paths.values():
@@ -222,3 +226,6 @@ class DaemonSet:
                 d.proc.stdin.close()
             stats = [e for e in d.events() if e.get('event') == 'stats']
             d.final = stats[-1] if stats else {}
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
