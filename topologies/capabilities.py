@@ -203,7 +203,8 @@ def probe():
 _MISSING = {
     'netem': 'This kernel has no sch_netem qdisc, so tc cannot add link delay, jitter or '
              'loss; repronet emulates them with its fallback instead (topologies.linkemu: '
-             'NFQUEUE delay daemon and iptables statistic loss).',
+             'the nodes/linkdelay NFQUEUE daemon holds and drops packets at the receiving '
+             'host; it needs nfqueue).',
     'htb': 'This kernel has no sch_htb qdisc, so link bandwidth (bw=) cannot be shaped; '
            'drop bw= from the links or use a kernel with CONFIG_NET_SCH_HTB.',
     'tbf': 'This kernel has no sch_tbf qdisc, so token-bucket shaping is unavailable; '

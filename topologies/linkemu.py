@@ -65,7 +65,24 @@ __all__ = ['LinkEmulationError', 'LinkEmulation', 'plan']
 MECHANISMS = ('auto', 'netem', 'linkdelay')
 
 
-class CheckedTCIntf(TCIntf):
+class _ExplicitQuantumIntf(TCIntf):
+    """TCIntf whose HTB class names its quantum, so tc prints no 'quantum is big' warning.
+
+    Without a quantum the kernel computes rate / r2q (r2q 10), clamps it to 1000..200000
+    bytes and warns, which Mininet prints as '*** Error' for every shaped interface. Passing
+    the clamped value explicitly gives the same class, silently.
+    """
+
+    def bwCmds(self, bw=None, **params):
+        """Mininet's commands, with the kernel's own quantum on the HTB class."""
+        cmds, parent = TCIntf.bwCmds(self, bw=bw, **params)
+        if bw:
+            quantum = min(max(int(bw * 1e6 / 8 / 10), 1000), 200000)
+            cmds = [c + ' quantum %d' % quantum if ' htb rate ' in c else c for c in cmds]
+        return cmds, parent
+
+
+class CheckedTCIntf(_ExplicitQuantumIntf):
     """Mininet's TCIntf, but a failing tc command raises instead of printing '*** Error'."""
 
     def config(self, **params):
@@ -75,7 +92,7 @@ class CheckedTCIntf(TCIntf):
         return result
 
 
-class ShapedIntf(TCIntf):
+class ShapedIntf(_ExplicitQuantumIntf):
     """HTB shaping and a pfifo queue bound only; delay, jitter and loss go to linkdelay."""
 
     def config(self, bw=None, delay=None, jitter=None, loss=None, max_queue_size=None,
