@@ -71,3 +71,23 @@ async def wait_go(log):
         if line.strip() == 'go':
             return
         error('ignoring %r on stdin while waiting for "go"' % line.strip()[:80])
+
+
+async def serve_until_stopped(node, listen, log, **ready_fields):
+    """Start node on listen, log ready, wait for SIGTERM/SIGINT, close, log the summary."""
+    stop = stop_event_on_signals(asyncio.get_running_loop())
+    host, port = await node.start(*listen)
+    log.write('ready', flush=True, listen='%s:%d' % (host, port), **ready_fields)
+    await stop.wait()
+    await node.close()
+    log.write('summary', flush=True, name=ready_fields.get('name'), **node.summary())
+
+
+def run_main(kind, name, coroutine):
+    """Run a node's asyncio main; an OSError (e.g. address in use) is one line and exit 1."""
+    try:
+        asyncio.run(coroutine)
+    except OSError as exc:
+        error('%s %s: %s' % (kind, name, exc))
+        return 1
+    return 0

@@ -18,7 +18,7 @@ import stat
 import sys
 
 from . import transfer
-from .common import JsonLog, error, nodelay, stop_event_on_signals
+from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
 from .ring import parse_addr
 from .server_core import valid_name
 
@@ -200,24 +200,14 @@ async def _main(args):
     """Run until SIGTERM/SIGINT."""
     log = JsonLog()
     node = PeerServer(args.name, args.share, log)
-    stop = stop_event_on_signals(asyncio.get_running_loop())
     files = node.catalog.scan()
-    host, port = await node.start(*args.listen)
-    log.write('ready', flush=True, name=args.name, listen='%s:%d' % (host, port), files=files)
-    await stop.wait()
-    await node.close()
-    log.write('summary', flush=True, name=args.name, **node.summary())
+    await serve_until_stopped(node, args.listen, log, name=args.name, files=files)
 
 
 def main(argv=None):
     """Entry point."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        asyncio.run(_main(args))
-    except OSError as exc:
-        error('peer %s: %s' % (args.name, exc))
-        return 1
-    return 0
+    return run_main('peer', args.name, _main(args))
 
 
 if __name__ == '__main__':

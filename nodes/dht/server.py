@@ -15,7 +15,7 @@ import sys
 import time
 
 from . import codec
-from .common import JsonLog, error, nodelay, stop_event_on_signals
+from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
 from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
 from .server_core import ServerConnection, ServerCore
 
@@ -127,24 +127,15 @@ async def _main(args):
     log = JsonLog()
     ring = Ring(args.servers, args.vnodes)
     node = IndexServer(args.name, ring, args.replicas, args.max_frame, log)
-    stop = stop_event_on_signals(asyncio.get_running_loop())
-    host, port = await node.start(*args.listen)
-    log.write('ready', flush=True, name=args.name, listen='%s:%d' % (host, port),
-              servers=len(ring.servers), replicas=args.replicas, protocol=codec.PROTOCOL_VERSION)
-    await stop.wait()
-    await node.close()
-    log.write('summary', flush=True, name=args.name, **node.summary())
+    await serve_until_stopped(node, args.listen, log, name=args.name,
+                              servers=len(ring.servers), replicas=args.replicas,
+                              protocol=codec.PROTOCOL_VERSION)
 
 
 def main(argv=None):
     """Entry point."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        asyncio.run(_main(args))
-    except OSError as exc:
-        error('server %s: %s' % (args.name, exc))
-        return 1
-    return 0
+    return run_main('server', args.name, _main(args))
 
 
 if __name__ == '__main__':
