@@ -147,7 +147,9 @@ def build(run_dir):
         df.to_csv(run_dir / 'tables' / ('%s.csv' % name), index=False,
                   float_format=FLOAT, lineterminator='\n')
     _figures(run_dir, manifest, data)
-    (run_dir / 'report.md').write_text(report(manifest, data))
+    drawn = [name for name in ('goodput_over_time', 'goodput', 'port_utilization')
+             if (run_dir / 'figures' / ('%s.png' % name)).exists()]
+    (run_dir / 'report.md').write_text(report(manifest, data, drawn))
     return data
 
 
@@ -187,7 +189,7 @@ def _figures(run_dir, manifest, data):
             reference=bw, reference_label='shaped link %g Mbit/s' % bw)
 
 
-def report(manifest, data):
+def report(manifest, data, drawn=()):
     """Return report.md text from the manifest and tables."""
     params = manifest['params']
     mech = manifest.get('mechanisms', {})
@@ -237,7 +239,7 @@ def report(manifest, data):
                       row['port'], row['switch_tx_bytes'],
                       row['iperf3_payload_bytes'], row['ratio']), '']
     lines += ['## Figures', '']
-    for name in ('goodput_over_time', 'goodput', 'port_utilization'):
+    for name in drawn:
         lines.append('- figures/%s.png' % name)
     lines.append('')
     return '\n'.join(lines)
