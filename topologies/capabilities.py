@@ -216,9 +216,9 @@ _MISSING = {
     'nfqueue': 'This kernel has no iptables NFQUEUE target, so the link-delay fallback '
                'cannot hold packets; drop delay=/jitter= from the links or use a kernel '
                'with sch_netem.',
-    'iptables_statistic': 'This kernel has no iptables statistic match, so the random-loss '
-                          'fallback cannot drop packets; drop loss= from the links or use '
-                          'a kernel with sch_netem.',
+    'iptables_statistic': 'This kernel has no iptables statistic match; repronet does not '
+                          'need it (the link-delay daemon draws loss itself), but ad-hoc '
+                          'random-drop rules (-m statistic) will not work here.',
     'vxlan': 'This kernel has no VXLAN support, so topologies cannot span several '
              'machines; run the whole topology on one machine.',
     'osken_manager': 'osken-manager was not found (Debian package python3-os-ken), so the '
