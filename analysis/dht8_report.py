@@ -76,7 +76,8 @@ def draw(run_dir, manifest, data):
         figures.lines_over_time(
             pd.DataFrame(rows), 'log10 size', 'MB/s', 'series', out,
             'part2_bytes_per_s_vs_size', 'Part II: bytes/s against file size, ours '
-            'and the seed\'s', 'log10 of file size (bytes)', 'MB/s per peer')
+            'and the seed\'s', 'log10 of file size (bytes)', 'MB/s per peer',
+            xlim_zero=False)
     p3 = data.get('part3', pd.DataFrame())
     if len(p3):
         df = p3.assign(**{

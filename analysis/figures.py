@@ -81,7 +81,7 @@ LINESTYLES = ('-', '--', ':', '-.')
 
 def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
                     reference=None, reference_label='configured',
-                    ylim_zero=True, style=None):
+                    ylim_zero=True, style=None, xlim_zero=True):
     """Lines of y over x, one colour per hue value (and one line style per style value)."""
     with _style():
         fig, ax = plt.subplots(figsize=SIZE)
@@ -104,7 +104,8 @@ def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
         if ylim_zero:
             top = max([df[y].max() if len(df) else 0, reference or 0])
             ax.set_ylim(0, top * 1.15 if top > 0 else 1)
-            ax.set_xlim(left=0)
+            if xlim_zero:
+                ax.set_xlim(left=0)
         _finish(ax, title, xlabel, ylabel, legend_title=hue)
         return save(fig, figures_dir, name)
 
