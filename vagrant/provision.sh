@@ -110,12 +110,17 @@ step "project importable by $PY"
 SITE="$("$PY" -c 'import site; print(site.getsitepackages()[0])')"
 PTH="$SITE/repronet.pth"
 mkdir -p "$SITE"
-if [ "$(cat "$PTH" 2>/dev/null)" = "$REPO" ]; then
+OLD_REPO="$(cat "$PTH" 2>/dev/null || true)"
+if [ "$OLD_REPO" = "$REPO" ]; then
     echo "$PTH already points to $REPO"
 else
     # Written in place (not renamed) so the file keeps its inode.
     printf '%s\n' "$REPO" > "$PTH"
     echo "wrote $PTH -> $REPO"
+    if [ -n "$OLD_REPO" ]; then
+        echo "note: it pointed to $OLD_REPO; /usr/bin/python3 now imports repronet from" \
+             "this checkout (run provision.sh from the other one to switch back)"
+    fi
 fi
 # A script run as `python topologies/NAME.py` has topologies/ (not the repo) as sys.path[0];
 # check the import from elsewhere finds THIS checkout.
