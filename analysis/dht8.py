@@ -21,13 +21,12 @@ The seed's numbers are constants below, copied from the seed report
 always give byte-identical tables.
 """
 
-import json
 import math
 import pathlib
 
 import pandas as pd
 
-from topologies.results import read_manifest
+from topologies.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.6g'
 SEED_SOURCE = 'seeds/000_a0ac7540a03218ff.txt'
@@ -54,31 +53,6 @@ TARGETS = (('register batched', 0.185), ('register unbatched', 1.278),
            ('search', 0.594), ('download', 31.23))
 GOODPUT_TARGET = 0.9
 CPU_BAR = 0.65
-
-
-def _read_jsonl(path):
-    """Return the JSON records of a log file ([] if it is missing)."""
-    records = []
-    try:
-        with open(path) as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict):
-                    records.append(rec)
-    except FileNotFoundError:
-        pass
-    return records
-
-
-def read_points(run_dir):
-    """Return [(point, result)] from logs/points.jsonl, by point number."""
-    rows = [(r['point'], r.get('result') or {}) for r in
-            _read_jsonl(pathlib.Path(run_dir) / 'logs' / 'points.jsonl')
-            if r.get('event') == 'point']
-    return sorted(rows, key=lambda pr: pr[0]['point'])
 
 
 def node_names(point):
@@ -128,7 +102,7 @@ def client_rows(run_dir, points):
     for point, _result in points:
         clients, _ = node_names(point)
         for peer, name in clients.items():
-            records = _read_jsonl(logs / (name + '.jsonl'))
+            records = read_jsonl(logs / (name + '.jsonl'))
             summary = next((r for r in records if r.get('event') == 'summary'), None)
             ops = [r for r in records if r.get('event') == 'op']
             lat = sorted(1000 * r['latency'] for r in ops if r.get('ok'))
@@ -155,7 +129,7 @@ def client_rows(run_dir, points):
 
 def point_rows(run_dir, points, clients):
     """Return one dict per point: the seed's columns, latency and CPU."""
-    samples = _read_jsonl(pathlib.Path(run_dir) / 'logs' / 'cpu.jsonl')
+    samples = read_jsonl(pathlib.Path(run_dir) / 'logs' / 'cpu.jsonl')
     interval = (read_manifest(run_dir).get('cpu') or {}).get('interval') or 0.5
     by_point = {}
     for c in clients:
@@ -300,7 +274,7 @@ def capture_table(run_dir, points, hosts):
                     for p in clients}
         drops = gaps = errors = missing = 0
         for name in captures.values():
-            summary = next((r for r in _read_jsonl(logs / (name + '.jsonl'))
+            summary = next((r for r in read_jsonl(logs / (name + '.jsonl'))
                             if r.get('event') == 'summary'), None)
             if summary is None:
                 missing += 1
@@ -336,7 +310,7 @@ def _files_per_peer(logs, clients):
     """Return {peer: files registered} from the clients' summaries."""
     out = {}
     for peer, name in clients.items():
-        summary = next((r for r in _read_jsonl(logs / (name + '.jsonl'))
+        summary = next((r for r in read_jsonl(logs / (name + '.jsonl'))
                         if r.get('event') == 'summary'), None)
         out[peer] = summary['count'] if summary else None
     return out
@@ -355,7 +329,7 @@ def failover_table(run_dir, points):
         t_kill = kill['t']
         ops, stalls, summaries = [], [], []
         for name in clients.values():
-            records = _read_jsonl(logs / (name + '.jsonl'))
+            records = read_jsonl(logs / (name + '.jsonl'))
             summaries += [r for r in records if r.get('event') == 'summary']
             ops += [r for r in records if r.get('event') == 'op']
         for r in ops:

@@ -46,7 +46,8 @@ def draw(run_dir, manifest, data):
             df[df['op'] == 'download'], 'total operations', 'total time (s)', 'op',
             out, 'part1_download_time_vs_operations',
             'Part I: download, time against concurrent operations',
-            'total files downloaded (all clients)', 'average total time per client (s)', style='series')
+            'total files downloaded (all clients)', 'average total time per client (s)',
+            style='series')
         figures.lines_over_time(
             fast, 'clients', 'ms', 'op', out, 'part1_time_per_operation',
             'Part I: time per operation', 'concurrent clients', 'ms per operation', style='series')

@@ -29,30 +29,10 @@ import numpy as np
 import pandas as pd
 
 from analysis import figures
-from topologies.results import read_manifest
+from topologies.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.4f'
 _PING_RTT = re.compile(r'= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms')
-
-
-def read_points(run_dir):
-    """Return (point, result) pairs from logs/points.jsonl, in point order."""
-    out = []
-    path = pathlib.Path(run_dir) / 'logs' / 'points.jsonl'
-    for line in path.read_text().splitlines() if path.exists() else []:
-        record = json.loads(line)
-        if record.get('event') == 'point':
-            out.append((record['point'], record.get('result') or {}))
-    return sorted(out, key=lambda pr: pr[0]['point'])
-
-
-def _jsonl(path):
-    """Parse a JSON-lines file, skipping lines that are not JSON objects."""
-    rows = []
-    for line in pathlib.Path(path).read_text().splitlines():
-        if line.startswith('{'):
-            rows.append(json.loads(line))
-    return rows
 
 
 def _base(point):
@@ -64,10 +44,10 @@ def _base(point):
 def rtt_rows(logs, point):
     """One rtt.csv row from a probe point's sender and reflector logs."""
     p = point['point']
-    sent = _jsonl(logs / ('probe-p%d.jsonl' % p))
+    sent = read_jsonl(logs / ('probe-p%d.jsonl' % p))
     rtts = np.array([r['rtt_us'] for r in sent if r['event'] == 'echo']) / 1000.0
     summary = next(r for r in sent if r['event'] == 'summary')
-    stream = [r for r in _jsonl(logs / ('reflect-p%d.jsonl' % p)) if r['event'] == 'stream']
+    stream = [r for r in read_jsonl(logs / ('reflect-p%d.jsonl' % p)) if r['event'] == 'stream']
     oneway = stream[0] if stream else {}
     return {**_base(point), 'delay_ms': point['delay_ms'], 'jitter_ms': point['jitter_ms'],
             'loss': point['loss'], 'nlinks': point['nlinks'],
@@ -132,7 +112,7 @@ def goodput_rows(logs, point):
         received = end['sum_received']
         mbps = received['bits_per_second'] / 1e6
         loaded = logs / ('loaded-probe-p%d.jsonl' % point['point'])
-        rtts = [r['rtt_us'] / 1000.0 for r in _jsonl(loaded) if r['event'] == 'echo'] \
+        rtts = [r['rtt_us'] / 1000.0 for r in read_jsonl(loaded) if r['event'] == 'echo'] \
             if proto == 'tcp' and loaded.exists() else []
         rows.append({**_base(point), 'proto': proto, 'bw': point['bw'],
                      'delay_ms': point['delay_ms'], 'goodput_mbps': mbps,

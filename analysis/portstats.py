@@ -23,11 +23,12 @@ valid JSON, such as a last line cut short by a crash, are skipped. Rows are sort
 """
 
 import glob
-import json
 import os
 
 import numpy as np
 import pandas as pd
+
+from topologies.results import read_jsonl
 
 COUNTERS = ('rx_packets', 'tx_packets', 'rx_bytes', 'tx_bytes', 'rx_dropped', 'tx_dropped',
             'rx_errors', 'tx_errors')
@@ -40,16 +41,7 @@ def read_records(run_dir):
     """All port_stats records of RUN_DIR/logs/*.jsonl, in file and line order."""
     records = []
     for path in sorted(glob.glob(os.path.join(run_dir, 'logs', '*.jsonl'))):
-        with open(path, encoding='utf-8', errors='replace') as log:
-            for line in log:
-                if '"port_stats"' not in line:
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict) and record.get('event') == 'port_stats':
-                    records.append(record)
+        records += read_jsonl(path, event='port_stats')
     return records
 
 

@@ -29,27 +29,11 @@ import re
 import pandas as pd
 
 from analysis import figures
-from topologies.results import read_manifest
+from topologies.results import read_manifest, read_points
 
 FLOAT = '%.4f'
 _PING_COUNTS = re.compile(r'(\d+) packets transmitted, (\d+) received')
 _PING_RTT = re.compile(r'= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms')
-
-
-def read_points(run_dir):
-    """Return the point dicts the run finished, from logs/points.jsonl."""
-    points = []
-    path = pathlib.Path(run_dir) / 'logs' / 'points.jsonl'
-    if not path.exists():
-        return points
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get('event') == 'point':
-            points.append(record['point'])
-    return sorted(points, key=lambda p: p['point'])
 
 
 def parse_ping(text):
@@ -69,7 +53,7 @@ def tables(run_dir):
     manifest = read_manifest(run_dir)
     bw = float(manifest['params']['bw'])
     goodput, intervals, pings = [], [], []
-    for point in read_points(run_dir):
+    for point, _ in read_points(run_dir):
         p, rep = point['point'], point['repetition']
         client = json.loads((logs / ('iperf-client-p%d.json' % p)).read_text())
         server = json.loads((logs / ('iperf-server-p%d.json' % p)).read_text())

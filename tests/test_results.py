@@ -64,3 +64,22 @@ def test_log_path(tmp_path):
     folder = results.ResultsFolder(tmp_path)
     assert folder.log_path('n1') == tmp_path / 'logs' / 'n1.jsonl'
     assert folder.log_path('c', '.json') == tmp_path / 'logs' / 'c.json'
+
+
+def test_read_jsonl_skips_partial_and_foreign_lines(tmp_path):
+    log = tmp_path / 'node.jsonl'
+    log.write_text('{"t": 1, "event": "ready"}\nnot json\n[1, 2]\n'
+                   '{"t": 2, "event": "op"}\n{"t": 3, "ev')  # killed mid-write
+    assert [r['t'] for r in results.read_jsonl(log)] == [1, 2]
+    assert results.read_jsonl(log, event='op') == [{'t': 2, 'event': 'op'}]
+    assert results.read_jsonl(tmp_path / 'missing.jsonl') == []
+
+
+def test_read_points_in_point_order_with_results(tmp_path):
+    (tmp_path / 'logs').mkdir()
+    (tmp_path / 'logs' / 'points.jsonl').write_text(
+        '{"event": "point", "point": {"point": 1}, "result": {"ok": true}}\n'
+        '{"event": "other"}\n'
+        '{"event": "point", "point": {"point": 0}, "result": null}\n')
+    assert results.read_points(tmp_path) == [({'point': 0}, {}), ({'point': 1}, {'ok': True})]
+    assert results.read_points(tmp_path / 'nowhere') == []

@@ -22,7 +22,6 @@ The app listens on 127.0.0.1 only: switches of the userspace datapath connect fr
 namespace, and nothing outside the machine needs to reach it.
 """
 
-import json
 import os
 import shutil
 import signal
@@ -31,6 +30,8 @@ import tempfile
 import time
 
 from mininet.node import Controller, Node
+
+from topologies.results import read_jsonl
 
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    'nodes', 'controller.py')
@@ -185,21 +186,11 @@ class OsKenController(Controller):
     def connected_dpids(self):
         """Datapath ids currently connected, according to the app's event log."""
         connected = set()
-        try:
-            with open(self.stats_log, encoding='utf-8') as log:
-                for line in log:
-                    if '"switch_' not in line:
-                        continue
-                    try:
-                        record = json.loads(line)
-                    except ValueError:
-                        continue
-                    if record.get('event') == 'switch_connected':
-                        connected.add(record['dpid'])
-                    elif record.get('event') == 'switch_disconnected':
-                        connected.discard(record['dpid'])
-        except FileNotFoundError:
-            pass
+        for record in read_jsonl(self.stats_log):
+            if record.get('event') == 'switch_connected':
+                connected.add(record['dpid'])
+            elif record.get('event') == 'switch_disconnected':
+                connected.discard(record['dpid'])
         return connected
 
     def wait_connected(self, dpids, timeout=30.0):

@@ -12,7 +12,6 @@ The binary is built on demand with ``make -C nodes/linkdelay`` when missing or o
 source.
 """
 
-import json
 import os
 import shutil
 import signal
@@ -22,6 +21,7 @@ import time
 import zlib
 
 from topologies.linkemu_params import LinkEmulationError
+from topologies.results import read_jsonl
 
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                           'nodes', 'linkdelay')
@@ -72,9 +72,8 @@ class _Daemon:
         self.final = None
 
     def events(self):
-        """Parsed JSON lines the daemon wrote so far."""
-        with open(self.log_path) as f:
-            return [json.loads(line) for line in f if line.strip().startswith('{')]
+        """Parsed JSON lines the daemon wrote so far (a line still being written is skipped)."""
+        return read_jsonl(self.log_path)
 
 
 class DaemonSet:

@@ -53,6 +53,34 @@ def read_manifest(run_dir):
         return json.load(f)
 
 
+def read_jsonl(path, event=None):
+    """Return the JSON-object records of a JSON-lines log, optionally only one event.
+
+    A missing file gives []; lines that are not a JSON object (a partial last line of a
+    node killed mid-write, stray text) are skipped, so analysis never dies on a raw log.
+    """
+    records = []
+    try:
+        with open(path, encoding='utf-8', errors='replace') as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and (event is None or record.get('event') == event):
+                    records.append(record)
+    except FileNotFoundError:
+        pass
+    return records
+
+
+def read_points(run_dir):
+    """Return (point, result) pairs of the points a run finished, in point order."""
+    records = read_jsonl(pathlib.Path(run_dir) / 'logs' / 'points.jsonl', event='point')
+    pairs = [(r['point'], r.get('result') or {}) for r in records]
+    return sorted(pairs, key=lambda pair: pair[0]['point'])
+
+
 class ResultsFolder:
     """A results folder with its manifest, created fresh for one run."""
 
