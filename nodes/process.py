@@ -104,6 +104,38 @@ class TcpReady:
         return 'TcpReady(%d, %r)' % (self.port, self.address)
 
 
+_TCP_LISTEN = '0A'  # st column of /proc/net/tcp: TCP_LISTEN
+
+
+def listening_inodes(port, pid='self'):
+    """Socket inodes listening on TCP `port` in the network namespace of process `pid`."""
+    inodes = set()
+    for table in ('tcp', 'tcp6'):
+        try:
+            with open('/proc/%s/net/%s' % (pid, table), encoding='ascii') as lines:
+                next(lines, None)
+                for line in lines:
+                    fields = line.split()
+                    local_port = int(fields[1].rsplit(':', 1)[1], 16)
+                    if local_port == port and fields[3] == _TCP_LISTEN:
+                        inodes.add(fields[9])
+        except OSError:  # the process (and its namespace) is gone
+            continue
+    return inodes
+
+
+def stop_popen(proc, grace):
+    """SIGTERM one Popen (our own PID, never a name), SIGKILL after grace seconds; idempotent."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 class TcpListening:
     """Ready when the node's network namespace has a TCP socket listening
     on the port.  It reads ``/proc/<pid>/net/tcp{,6}``, which shows the
@@ -116,18 +148,7 @@ class TcpListening:
 
     def check(self, node):
         """Return True if a socket in node's namespace listens on the port."""
-        port = ':%04X' % self.port
-        for table in ('tcp', 'tcp6'):
-            try:
-                with open('/proc/%d/net/%s' % (node.pid, table)) as f:
-                    next(f, None)
-                    for line in f:
-                        fields = line.split()
-                        if fields[1].endswith(port) and fields[3] == '0A':
-                            return True
-            except (OSError, IndexError):
-                continue
-        return False
+        return bool(listening_inodes(self.port, node.pid))
 
     def __repr__(self):
         return 'TcpListening(%d)' % self.port

@@ -3,6 +3,7 @@
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 
@@ -149,3 +150,17 @@ def test_stop_all_shares_one_grace_period(tmp_path):
     codes = stop_all(nodes, grace=0.5)
     assert time.monotonic() - started < 2.5     # not 4 x 0.5 s + more
     assert codes == {'n0': -9, 'n1': -9, 'n2': -9, 'n3': -9, 'polite': -15}
+
+
+def test_stop_popen_escalates_when_sigterm_is_ignored():
+    import signal as sig
+    from nodes.process import stop_popen
+    proc = subprocess.Popen([sys.executable, '-c',
+                             'import signal, sys, time\n'
+                             'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'
+                             'print("armed", flush=True)\n'
+                             'time.sleep(60)'], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == 'armed'
+    assert stop_popen(proc, grace=0.5) == -sig.SIGKILL
+    assert stop_popen(proc, grace=0.5) == -sig.SIGKILL  # idempotent
+    proc.stdout.close()

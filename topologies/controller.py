@@ -24,18 +24,17 @@ namespace, and nothing outside the machine needs to reach it.
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 
 from mininet.node import Controller, Node
 
+from nodes.process import listening_inodes, stop_popen
 from topologies.results import read_jsonl
 
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    'nodes', 'controller.py')
-_TCP_LISTEN = '0A'
 
 
 class ControllerError(RuntimeError):
@@ -48,23 +47,6 @@ def find_osken_manager():
     if path is None and os.access('/usr/bin/osken-manager', os.X_OK):
         path = '/usr/bin/osken-manager'
     return path
-
-
-def listening_inodes(port, pid='self'):
-    """Socket inodes listening on TCP `port` in the network namespace of process `pid`."""
-    inodes = set()
-    for table in ('tcp', 'tcp6'):
-        try:
-            with open('/proc/%s/net/%s' % (pid, table), encoding='ascii') as lines:
-                next(lines, None)
-                for line in lines:
-                    fields = line.split()
-                    local_port = int(fields[1].rsplit(':', 1)[1], 16)
-                    if local_port == port and fields[3] == _TCP_LISTEN:
-                        inodes.add(fields[9])
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return inodes
 
 
 def socket_inodes(pid):
@@ -210,14 +192,8 @@ class OsKenController(Controller):
 
     def stop_process(self):
         """SIGTERM our own PID, SIGKILL after stop_timeout; idempotent."""
-        proc = self.process
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        if self.process is not None:
+            stop_popen(self.process, self.stop_timeout)
         for handle in self._files:
             handle.close()
         self._files = []

@@ -20,6 +20,7 @@ import tempfile
 import time
 import zlib
 
+from nodes.process import stop_popen
 from topologies.linkemu_params import LinkEmulationError
 from topologies.results import read_jsonl
 
@@ -214,13 +215,7 @@ class DaemonSet:
             cpu = _cpu_seconds(d.proc.pid)
             if cpu is not None:
                 d.cpu_s = cpu
-            if d.proc.poll() is None:
-                d.proc.send_signal(signal.SIGTERM)
-                try:
-                    d.proc.wait(timeout=3)
-                except subprocess.TimeoutExpired:
-                    d.proc.kill()
-                    d.proc.wait()
+            stop_popen(d.proc, grace=3)
             if d.proc.stdin:
                 d.proc.stdin.close()
             stats = [e for e in d.events() if e.get('event') == 'stats']
