@@ -26,6 +26,7 @@ import pathlib
 
 import pandas as pd
 
+from analysis.tables import write_tables
 from topologies.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.6g'
@@ -411,10 +412,7 @@ def build(run_dir):
     run_dir = pathlib.Path(run_dir)
     manifest = read_manifest(run_dir)
     data = tables(run_dir)
-    (run_dir / 'tables').mkdir(exist_ok=True)
-    for name, df in data.items():
-        df.to_csv(run_dir / 'tables' / ('%s.csv' % name), index=False,
-                  float_format=FLOAT, lineterminator='\n')
+    write_tables(run_dir, data, FLOAT)
     from analysis import dht8_report
     dht8_report.draw(run_dir, manifest, data)
     (run_dir / 'report.md').write_text(dht8_report.report(manifest, data))

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis import figures
+from analysis.tables import write_tables
 from topologies.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.4f'
@@ -269,9 +270,7 @@ def build(run_dir):
     manifest = read_manifest(run_dir)
     t = tables(run_dir)
     goal = targets(t)
-    (run_dir / 'tables').mkdir(exist_ok=True)
-    for name, df in list(t.items()) + [('targets', goal)]:
-        df.to_csv(run_dir / 'tables' / ('%s.csv' % name), index=False, float_format=FLOAT)
+    write_tables(run_dir, {**t, 'targets': goal}, FLOAT)
     draw(t, run_dir / 'figures')
     links = manifest.get('mechanisms', {}).get('links', [])
     mechanisms = sorted({r.get('mechanism') for r in links if isinstance(r, dict)})

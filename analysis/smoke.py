@@ -29,6 +29,7 @@ import re
 import pandas as pd
 
 from analysis import figures
+from analysis.tables import write_tables
 from topologies.results import read_manifest, read_points
 
 FLOAT = '%.4f'
@@ -127,19 +128,16 @@ def build(run_dir):
     run_dir = pathlib.Path(run_dir)
     manifest = read_manifest(run_dir)
     data = tables(run_dir)
-    for name, df in data.items():
-        df.to_csv(run_dir / 'tables' / ('%s.csv' % name), index=False,
-                  float_format=FLOAT, lineterminator='\n')
-    _figures(run_dir, manifest, data)
-    drawn = [name for name in ('goodput_over_time', 'goodput', 'port_utilization')
-             if (run_dir / 'figures' / ('%s.png' % name)).exists()]
+    write_tables(run_dir, data, FLOAT)
+    drawn = _figures(run_dir, manifest, data)
     (run_dir / 'report.md').write_text(report(manifest, data, drawn))
     return data
 
 
 def _figures(run_dir, manifest, data):
-    """Draw the smoke figures."""
+    """Draw the smoke figures; return the names of those drawn."""
     out = run_dir / 'figures'
+    drawn = []
     bw = float(manifest['params']['bw'])
     switch = manifest['params']['switch']
     iv = data['goodput_intervals']
@@ -152,6 +150,7 @@ def _figures(run_dir, manifest, data):
             % (bw, switch), 'time since transfer start (s)',
             'goodput (Mbit/s)', reference=bw,
             reference_label='configured %g Mbit/s' % bw)
+        drawn.append('goodput_over_time')
     gp = data['goodput']
     if len(gp):
         figures.bars_with_spread(
@@ -159,6 +158,7 @@ def _figures(run_dir, manifest, data):
             'goodput', 'Goodput per transfer, %d repetition(s) (%s)'
             % (len(gp), switch), '', 'goodput (Mbit/s)', reference=bw,
             reference_label='configured %g Mbit/s' % bw)
+        drawn.append('goodput')
     ports = data.get('port_stats')
     if ports is not None and len(ports.dropna(subset=['tx_mbps'])):
         from analysis.portstats import LOCAL_PORT
@@ -171,6 +171,8 @@ def _figures(run_dir, manifest, data):
             'Switch port transmit rate from OpenFlow port counters',
             'time since first sample (s)', 'tx rate (Mbit/s)',
             reference=bw, reference_label='shaped link %g Mbit/s' % bw)
+        drawn.append('port_utilization')
+    return drawn
 
 
 def report(manifest, data, drawn=()):

@@ -1,0 +1,17 @@
+"""Tidy tables, written so that the same logs always give byte-identical CSV files.
+
+Every experiment's analysis writes its tables through :func:`write_tables`: no index column,
+the experiment's fixed float format and '\\n' line ends, whatever the platform. That is what
+lets ``python -m analysis RUN_DIR`` promise identical tables on regeneration.
+"""
+
+import pathlib
+
+
+def write_tables(run_dir, tables, float_format):
+    """Write each DataFrame of tables ({name: df}) as RUN_DIR/tables/<name>.csv."""
+    folder = pathlib.Path(run_dir) / 'tables'
+    folder.mkdir(exist_ok=True)
+    for name, df in tables.items():
+        df.to_csv(folder / ('%s.csv' % name), index=False, float_format=float_format,
+                  lineterminator='\n')
