@@ -7,7 +7,7 @@ pip must never fetch PyPI copies over them (the PyPI os-ken has no osken-manager
 Mininet is not on PyPI in a usable form). provision.sh makes the checkout importable for
 /usr/bin/python3 with a .pth file, which is the supported install: a wheel
 (`pip install --no-deps .`) carries the Python packages only, not the C link-delay daemon
-that provision.sh builds in nodes/linkdelay/.
+that provision.sh builds in repronet/emu/linkdelay/.
 """
 
 from setuptools import find_packages, setup
@@ -19,7 +19,8 @@ setup(
     long_description=open('README.md', encoding='utf-8').read(),
     long_description_content_type='text/markdown',
     python_requires='>=3.9',
-    packages=find_packages(include=['topologies', 'topologies.*', 'nodes', 'nodes.*',
+    packages=find_packages(include=['repronet', 'repronet.*', 'topologies', 'topologies.*',
+                                    'nodes', 'nodes.*',
                                     'workloads', 'workloads.*', 'analysis', 'analysis.*']),
     install_requires=[],
     classifiers=[

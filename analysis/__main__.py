@@ -14,7 +14,7 @@ import pathlib
 import re
 import sys
 
-from topologies import results
+from repronet.run import results
 
 
 def build(run_dir):

@@ -27,7 +27,7 @@ import pathlib
 import pandas as pd
 
 from analysis.tables import write_tables
-from topologies.results import read_jsonl, read_manifest, read_points
+from repronet.run.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.6g'
 SEED_SOURCE = 'seeds/000_a0ac7540a03218ff.txt'

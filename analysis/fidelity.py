@@ -30,7 +30,7 @@ import pandas as pd
 
 from analysis import figures
 from analysis.tables import write_tables
-from topologies.results import read_jsonl, read_manifest, read_points
+from repronet.run.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.4f'
 _PING_RTT = re.compile(r'= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms')

@@ -1,6 +1,6 @@
 """Per-port switch counters from the controller's log, as one tidy table.
 
-The OpenFlow controller (``nodes/controller.py``) writes a ``port_stats`` JSON line per switch
+The OpenFlow controller (``nodes/osken_switch.py``) writes a ``port_stats`` JSON line per switch
 port every statistics interval, holding the switch's cumulative counters. This module turns
 those lines into a pandas DataFrame with one row per (sample, switch, port):
 
@@ -28,7 +28,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from topologies.results import read_jsonl
+from repronet.run.results import read_jsonl
 
 COUNTERS = ('rx_packets', 'tx_packets', 'rx_bytes', 'tx_bytes', 'rx_dropped', 'tx_dropped',
             'rx_errors', 'tx_errors')

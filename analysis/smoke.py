@@ -30,7 +30,7 @@ import pandas as pd
 
 from analysis import figures
 from analysis.tables import write_tables
-from topologies.results import read_manifest, read_points
+from repronet.run.results import read_manifest, read_points
 
 FLOAT = '%.4f'
 _PING_COUNTS = re.compile(r'(\d+) packets transmitted, (\d+) received')

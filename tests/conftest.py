@@ -11,7 +11,7 @@ holds the machine-wide lock ``/run/repronet.lock`` (``fcntl.flock``, the same lo
 runner and ad-hoc ``flock /run/repronet.lock CMD`` use). An experiment a root test starts
 as a child process must not wait for that lock again: the runner sees in ``/proc/locks``
 that an ancestor (this pytest process) holds it and runs under it
-(``topologies.leftovers.machine_lock``). Do not call an experiment's ``main()`` inside the
+(``repronet.run.leftovers.machine_lock``). Do not call an experiment's ``main()`` inside the
 pytest process from a root test; start it as a subprocess. ``REPRONET_LOCK_HELD=1`` is set
 in the environment while the lock is held, for tools that want to know.
 """
@@ -40,7 +40,7 @@ def root_missing():
     except ImportError:
         return ('needs Mininet importable by this interpreter; run pytest with '
                 '/usr/bin/python3 after vagrant/provision.sh')
-    from topologies import capabilities
+    from repronet.emu import capabilities
     caps = capabilities.probe()
     if not caps.ovs_user:
         return 'needs Open vSwitch: ' + capabilities.explain('ovs_user', caps)
@@ -49,7 +49,7 @@ def root_missing():
 
 def pytest_report_header(config):
     """Show the capability probe at the top of every test run."""
-    from topologies import capabilities
+    from repronet.emu import capabilities
     caps = capabilities.probe()
     have = [f for f in capabilities.FEATURES if getattr(caps, f)]
     return ['repronet capabilities (%s): %s' % ('root' if caps.root else 'not root',

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from topologies import capabilities
-from topologies.capabilities import Capabilities, CapabilityError
+from repronet.emu import capabilities
+from repronet.emu.capabilities import Capabilities, CapabilityError
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason='kernel probes need root')
 
@@ -146,7 +146,7 @@ def test_explain_rejects_unknown_feature():
 
 
 def test_command_line_json_matches_probe():
-    out = subprocess.run([sys.executable, '-m', 'topologies.capabilities', '--json'],
+    out = subprocess.run([sys.executable, '-m', 'repronet.emu.capabilities', '--json'],
                          capture_output=True, text=True, check=True, timeout=60,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert json.loads(out.stdout) == capabilities.probe().as_dict()

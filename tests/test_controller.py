@@ -1,4 +1,4 @@
-"""The os-ken controller app (nodes/controller.py) and OsKenController (topologies/controller.py).
+"""The os-ken controller app (nodes/osken_switch.py) and OsKenController (repronet/emu/controller.py).
 
 Three tiers: configuration parsing; the app under a real ``osken-manager`` on a loopback
 ephemeral port (no root: start, garbage on the OpenFlow port, SIGTERM shutdown, bad
@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from topologies.controller import APP, find_osken_manager
+from repronet.emu.controller import APP, find_osken_manager
 
 OSKEN = find_osken_manager()
 needs_osken = pytest.mark.skipif(OSKEN is None, reason='osken-manager not installed '
@@ -53,7 +53,7 @@ def _wait_for(predicate, timeout, what):
 
 def test_config_from_env_defaults_and_errors():
     """Defaults apply when unset; bad values raise ValueError naming the variable."""
-    app = pytest.importorskip('nodes.controller')
+    app = pytest.importorskip('nodes.osken_switch')
     assert app.config_from_env({}) == {'log': None, 'interval': 1.0, 'idle_timeout': 60}
     config = app.config_from_env({'REPRONET_PORT_STATS_LOG': '/tmp/x.jsonl',
                                   'REPRONET_STATS_INTERVAL': '0.25', 'REPRONET_IDLE_TIMEOUT': '0'})
@@ -229,7 +229,7 @@ def test_learning_switch_counts_a_known_transfer_on_every_port_of_the_path(tmp_p
     from mininet.node import OVSSwitch
     from mininet.topo import LinearTopo
     from analysis.portstats import counter_delta, port_stats_table
-    from topologies.controller import OsKenController
+    from repronet.emu.controller import OsKenController
 
     port = _free_port()
     log_dir = tmp_path / 'logs'
@@ -306,7 +306,7 @@ def test_learning_switch_counts_a_known_transfer_on_every_port_of_the_path(tmp_p
 @pytest.mark.root
 def test_controller_refuses_a_port_in_use_and_reports_a_dead_process(tmp_path):
     """A busy port is refused up front; a process that dies at start is reported with its stderr."""
-    from topologies.controller import ControllerError, OsKenController
+    from repronet.emu.controller import ControllerError, OsKenController
 
     with socket.socket() as busy:
         busy.bind(('127.0.0.1', 0))

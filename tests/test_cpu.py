@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from topologies import cpu
-from topologies.cpu import CpuMonitor
+from repronet.run import cpu
+from repronet.run.cpu import CpuMonitor
 
 
 def test_read_stat_has_machine_and_cores():

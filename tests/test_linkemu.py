@@ -1,4 +1,4 @@
-"""Unit tests of topologies.linkemu: parameter checks, mechanism choice, path composition.
+"""Unit tests of repronet.emu.linkemu: parameter checks, mechanism choice, path composition.
 
 No root needed: plan() only reads the Topo and a capabilities object.
 """
@@ -8,9 +8,9 @@ import types
 import pytest
 from mininet.topo import Topo
 
-from topologies import linkemu
-from topologies.linkemu import LinkEmulationError
-from topologies.linkemu_params import direction_params, link_directions, parse_time_ms
+from repronet.emu import linkemu
+from repronet.emu.linkemu import LinkEmulationError
+from repronet.emu.linkemu_params import direction_params, link_directions, parse_time_ms
 
 
 def caps(**overrides):

@@ -31,7 +31,7 @@ def _topo(**link):
 
 def _probe(net, log_dir, count, interval):
     """Run reflector on h2 and sender on h1; return (echo RTTs in ms, one-way stream record)."""
-    from nodes.process import LogReady, NodeProcess
+    from repronet.emu.process import LogReady, NodeProcess
     h1, h2 = net.get('h1'), net.get('h2')
     probe = [sys.executable, '-m', 'workloads.probe']
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
@@ -59,7 +59,7 @@ def _probe(net, log_dir, count, interval):
 
 def _network(topo):
     """Start a Network (lxbr) for topo; the caller stops it."""
-    from topologies import capabilities, network
+    from repronet.emu import capabilities, network
     return network.Network(topo, 'lxbr', 'auto', capabilities.probe()).start()
 
 
@@ -96,8 +96,8 @@ def test_loss_10_percent_inside_its_interval(tmp_path):
 
 def test_impossible_link_fails_loudly_before_start():
     """A link asking for negative delays (jitter > delay) stops the run before anything starts."""
-    from topologies import capabilities, network
-    from topologies.linkemu import LinkEmulationError
+    from repronet.emu import capabilities, network
+    from repronet.emu.linkemu import LinkEmulationError
     with pytest.raises(LinkEmulationError, match='jitter 5 ms is larger than delay 1 ms'):
         network.Network(_topo(delay='1ms', jitter='5ms'), 'lxbr', 'auto', capabilities.probe())
 
@@ -105,8 +105,8 @@ def test_impossible_link_fails_loudly_before_start():
 def test_loop_with_delay_fails_loudly_without_netem():
     """Without sch_netem a delayed topology with a loop is refused (one path per pair needed)."""
     from mininet.topo import Topo
-    from topologies import capabilities, network
-    from topologies.linkemu import LinkEmulationError
+    from repronet.emu import capabilities, network
+    from repronet.emu.linkemu import LinkEmulationError
     caps = capabilities.probe()
     if caps.netem:
         pytest.skip('this kernel has sch_netem, which delays per link and handles loops')

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from nodes.process import LogReady, NodeError, NodeProcess, TcpListening, \
+from repronet.emu.process import LogReady, NodeError, NodeProcess, TcpListening, \
     TcpReady, stop_all
 
 BARRIER_NODE = r'''
@@ -154,7 +154,7 @@ def test_stop_all_shares_one_grace_period(tmp_path):
 
 def test_stop_popen_escalates_when_sigterm_is_ignored():
     import signal as sig
-    from nodes.process import stop_popen
+    from repronet.emu.process import stop_popen
     proc = subprocess.Popen([sys.executable, '-c',
                              'import signal, sys, time\n'
                              'signal.signal(signal.SIGTERM, signal.SIG_IGN)\n'

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from topologies import provenance
+from repronet.run import provenance
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_git = pytest.mark.skipif(shutil.which('git') is None, reason='git is not installed')

@@ -44,8 +44,8 @@ def test_second_run_changes_nothing():
     out = second.stdout
     assert 'packages already installed' in out and 'installing:' not in out
     assert '%s already points to %s' % (pth, REPO) in out
-    assert 'import topologies -> %s' % REPO in out
+    assert 'import repronet -> %s' % REPO in out
     assert 'repronet capability report' in out
-    if os.path.exists(os.path.join(REPO, 'nodes', 'linkdelay', 'Makefile')):
+    if os.path.exists(os.path.join(REPO, 'repronet', 'emu', 'linkdelay', 'Makefile')):
         assert 'is up to date' in out or 'Nothing to be done' in out
     assert os.stat(pth).st_mtime_ns == before

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from topologies import results
+from repronet.run import results
 
 
 def test_folder_layout_and_running_manifest(tmp_path):

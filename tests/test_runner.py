@@ -10,11 +10,13 @@ import time
 
 import pytest
 
-from topologies import capabilities, leftovers, runner
-from topologies.results import read_manifest
+from repronet.emu import capabilities
+
+from repronet.run import leftovers, runner
+from repronet.run.results import read_manifest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOCK_SNIPPET = ('import sys; from topologies import leftovers\n'
+LOCK_SNIPPET = ('import sys; from repronet.run import leftovers\n'
                 'with leftovers.machine_lock(sys.argv[1]):\n'
                 '    print("inside", flush=True)\n')
 
@@ -101,7 +103,7 @@ def test_signals_become_interrupted():
 FAILING = '''
 import sys
 from mininet.topo import Topo
-from topologies.runner import Experiment
+from repronet.run.runner import Experiment
 
 class Tiny(Topo):
     def build(self):
@@ -158,7 +160,7 @@ def test_failing_experiment_tears_down_and_says_failed(tmp_path):
 
 def test_datapath_choice_and_one_sentence_refusals():
     import dataclasses
-    from topologies import capabilities, network
+    from repronet.emu import capabilities, network
     caps = dataclasses.replace(capabilities.probe(), ovs_kernel=False,
                                ovs_user=True)
     assert network.choose_datapath('lxbr', 'kernel', caps) is None

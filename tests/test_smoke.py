@@ -29,8 +29,10 @@ import time
 import pandas as pd
 import pytest
 
-from topologies import capabilities, leftovers
-from topologies.results import read_manifest
+from repronet.emu import capabilities
+
+from repronet.run import leftovers
+from repronet.run.results import read_manifest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, 'topologies', 'smoke.py')

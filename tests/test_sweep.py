@@ -4,8 +4,8 @@ import io
 
 import pytest
 
-from topologies import options
-from workloads import sweep
+from repronet.run import options
+from repronet.run import sweep
 
 
 def test_cross_product_order_and_repetitions_outer():

@@ -46,9 +46,10 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 
 from mininet.topo import Topo  # noqa: E402
 
-from nodes.process import LogReady  # noqa: E402
-from topologies.runner import Experiment  # noqa: E402
-from workloads import dht_files, sweep  # noqa: E402
+from repronet.emu.process import LogReady  # noqa: E402
+from repronet.run.runner import Experiment  # noqa: E402
+from repronet.run import sweep  # noqa: E402
+from workloads import dht_files  # noqa: E402
 
 INDEX_PORT = 7000
 PEER_PORT = 8000
@@ -219,6 +220,11 @@ class Dht8(Experiment):
             ctx.results.update(filesets={k: dht_files.describe(v)
                                          for k, v in sorted(self.sets.items())})
         return self.sets[key]
+
+    def analyse(self, run_dir):
+        """Build tables, figures and report.md (analysis.dht8)."""
+        from analysis import dht8
+        dht8.build(run_dir)
 
     def main(self, argv=None):
         """Run, then print the targets (measured vs seed) from the analysis."""

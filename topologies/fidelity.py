@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Link-emulation fidelity: configured vs measured delay, jitter, loss and goodput.
 
-Whatever mechanism ``topologies.linkemu`` picked (netem, or the linkdelay fallback), this
+Whatever mechanism ``repronet.emu.linkemu`` picked (netem, or the linkdelay fallback), this
 benchmark measures what the links really do. One network holds one small component per
 configuration, so configurations never share a link and the network is built once:
 
@@ -36,8 +36,8 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 
 from mininet.topo import Topo  # noqa: E402
 
-from nodes.process import LogReady, TcpListening  # noqa: E402
-from topologies.runner import Experiment  # noqa: E402
+from repronet.emu.process import LogReady, TcpListening  # noqa: E402
+from repronet.run.runner import Experiment  # noqa: E402
 
 SHAPES = ('two-host', 'multi-hop')
 PROBE_PORT = 9000
@@ -276,6 +276,11 @@ class Fidelity(Experiment):
             if client.returncode != 0:
                 raise RuntimeError('%s exited with %s; see %s' % (
                     client.name, client.returncode, client.log_path))
+
+    def analyse(self, run_dir):
+        """Build tables, figures and report.md (analysis.fidelity)."""
+        from analysis import fidelity
+        fidelity.build(run_dir)
 
     def finish(self, ctx):
         """Save the daemons' final counters and the composed paths."""

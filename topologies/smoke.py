@@ -31,8 +31,8 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 
 from mininet.topo import Topo  # noqa: E402
 
-from nodes.process import TcpListening  # noqa: E402
-from topologies.runner import Experiment  # noqa: E402
+from repronet.emu.process import TcpListening  # noqa: E402
+from repronet.run.runner import Experiment  # noqa: E402
 
 PORT = 5201
 
@@ -111,6 +111,11 @@ class Smoke(Experiment):
         self.last_transfer_end = time.time()
         return {'goodput_mbps': round(end['bits_per_second'] / 1e6, 3),
                 'bw': ctx.params.bw}
+
+    def analyse(self, run_dir):
+        """Build tables, figures and report.md (analysis.smoke)."""
+        from analysis import smoke
+        smoke.build(run_dir)
 
     def finish(self, ctx):
         """With osken, wait for a port-statistics poll after the last transfer."""

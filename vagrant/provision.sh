@@ -99,10 +99,10 @@ fi
 
 # ---- link-delay daemon --------------------------------------------------------------------
 step "link-delay daemon"
-if [ -f "$REPO/nodes/linkdelay/Makefile" ]; then
-    make -C "$REPO/nodes/linkdelay"
+if [ -f "$REPO/repronet/emu/linkdelay/Makefile" ]; then
+    make -C "$REPO/repronet/emu/linkdelay"
 else
-    echo "nodes/linkdelay/Makefile not present; nothing to build"
+    echo "repronet/emu/linkdelay/Makefile not present; nothing to build"
 fi
 
 # ---- make the checkout importable by the system interpreter ---------------------------------
@@ -128,17 +128,17 @@ fi
 import os, sys
 repo = sys.argv[1]
 sys.path = [p for p in sys.path if p not in ('', os.getcwd())]
-import topologies.capabilities
-found = os.path.dirname(os.path.dirname(os.path.abspath(topologies.capabilities.__file__)))
+import repronet
+found = os.path.dirname(os.path.dirname(os.path.abspath(repronet.__file__)))
 if os.path.realpath(found) != os.path.realpath(repo):
-    sys.exit('provision.sh: import topologies finds %s, not %s' % (found, repo))
-print('import topologies -> %s' % found)
+    sys.exit('provision.sh: import repronet finds %s, not %s' % (found, repo))
+print('import repronet -> %s' % found)
 EOF
 )
 
 # ---- what this host can do -----------------------------------------------------------------
 step "capabilities"
-(cd "$REPO" && "$PY" -m topologies.capabilities)
+(cd "$REPO" && "$PY" -m repronet.emu.capabilities)
 step "setup done"
 
 # ---- optional: tests / main experiment -------------------------------------------------------

@@ -23,7 +23,7 @@ about a dozen short commands, so the result is cached per process. :func:`explai
 missing feature into one sentence saying what to use instead, and :func:`require` raises
 :class:`CapabilityError` with that sentence.
 
-``python -m topologies.capabilities [--json]`` prints the report.
+``python -m repronet.emu.capabilities [--json]`` prints the report.
 """
 
 import argparse
@@ -202,8 +202,8 @@ def probe():
 
 _MISSING = {
     'netem': 'This kernel has no sch_netem qdisc, so tc cannot add link delay, jitter or '
-             'loss; repronet emulates them with its fallback instead (topologies.linkemu: '
-             'the nodes/linkdelay NFQUEUE daemon holds and drops packets at the receiving '
+             'loss; repronet emulates them with its fallback instead (repronet.emu.linkemu: '
+             'the repronet/emu/linkdelay NFQUEUE daemon holds and drops packets at the receiving '
              'host; it needs nfqueue).',
     'htb': 'This kernel has no sch_htb qdisc, so link bandwidth (bw=) cannot be shaped; '
            'drop bw= from the links or use a kernel with CONFIG_NET_SCH_HTB.',
@@ -285,7 +285,7 @@ def report(caps):
 
 def main(argv=None):
     """Print the capability report; --json prints the dict instead."""
-    parser = argparse.ArgumentParser(prog='python -m topologies.capabilities',
+    parser = argparse.ArgumentParser(prog='python -m repronet.emu.capabilities',
                                      description=__doc__.split('\n')[0])
     parser.add_argument('--json', action='store_true', help='print JSON')
     args = parser.parse_args(argv)

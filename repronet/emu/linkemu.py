@@ -12,7 +12,7 @@ Links carry Mininet's TCLink keywords (``bw`` Mbit/s, ``delay``/``jitter`` strin
 ``linkdelay`` (no ``sch_netem``: this machine, CI, WSL2, minimal cloud kernels)
     Bandwidth stays HTB on each interface's egress (a ``pfifo`` leaf carries ``max_queue_size``).
     Delay, jitter and loss are applied once per path, at the *receiving* host's ingress: the
-    ``nodes/linkdelay`` daemon in each host namespace gets the packets from an
+    ``repronet/emu/linkdelay`` daemon in each host namespace gets the packets from an
     ``iptables -t raw PREROUTING -s SRC -j NFQUEUE`` rule per source host, holds each for the sum
     of the link delays on the path source -> this host (plus one uniform jitter draw per link,
     netem's default distribution), and drops with the compounded loss ``1 - prod(1 - p_i)``
@@ -57,8 +57,8 @@ import dataclasses
 
 from mininet.link import Link, TCIntf
 
-from topologies.linkemu_params import LinkEmulationError, link_directions
-from topologies.linkemu_paths import check_forest, host_paths
+from repronet.emu.linkemu_params import LinkEmulationError, link_directions
+from repronet.emu.linkemu_paths import check_forest, host_paths
 
 __all__ = ['LinkEmulationError', 'LinkEmulation', 'plan']
 
@@ -168,7 +168,7 @@ class LinkEmulation:
         """Start what the mechanism needs in the started network and check it is ready."""
         if not self.needs_daemons:
             return
-        from topologies.linkemu_daemon import DaemonSet
+        from repronet.emu.linkemu_daemon import DaemonSet
         self._daemons = DaemonSet(self.paths, self.seed, log_dir)
         try:
             self._daemons.start(net)

@@ -1,6 +1,6 @@
 """Start, check and stop the linkdelay daemons and their iptables rules in host namespaces.
 
-One ``nodes/linkdelay/linkdelay`` process per receiving host that has at least one delayed or
+One ``repronet/emu/linkdelay/linkdelay`` process per receiving host that has at least one delayed or
 lossy path to it. Order matters because the queue fails closed (no ``--queue-bypass``): the
 daemon starts and binds NFQUEUE 0 of the host's namespace first (readiness: its
 ``{"event": "ready"}`` line), and only then does the chain ``REPRONET_LINKDELAY`` in the raw
@@ -8,7 +8,7 @@ table send the sources' packets to it. Stopping removes the rules first, then se
 the daemon's own PID, which prints its final counters. Daemons run outside the host's CPU
 cgroup (``mnexec -da`` without ``-g``): they emulate the network, not the host's work.
 
-The binary is built on demand with ``make -C nodes/linkdelay`` when missing or older than its
+The binary is built on demand with ``make -C repronet/emu/linkdelay`` when missing or older than its
 source.
 """
 
@@ -20,12 +20,11 @@ import tempfile
 import time
 import zlib
 
-from nodes.process import stop_popen
-from topologies.linkemu_params import LinkEmulationError
-from topologies.results import read_jsonl
+from repronet.emu.process import stop_popen
+from repronet.emu.linkemu_params import LinkEmulationError
+from repronet.run.results import read_jsonl
 
-SOURCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          'nodes', 'linkdelay')
+SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'linkdelay')
 BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
 CHAIN = 'REPRONET_LINKDELAY'
 QUEUE = 0
@@ -33,7 +32,7 @@ READY_TIMEOUT = 5.0
 
 
 def ensure_binary():
-    """Build nodes/linkdelay/linkdelay if missing or stale; raise one clear sentence if not."""
+    """Build repronet/emu/linkdelay/linkdelay if missing or stale; raise one clear sentence if not."""
     source = os.path.join(SOURCE_DIR, 'linkdelay.c')
     if os.path.exists(BINARY) and os.path.getmtime(BINARY) >= os.path.getmtime(source):
         return BINARY
@@ -44,7 +43,7 @@ def ensure_binary():
         raise LinkEmulationError(
             f'the linkdelay daemon could not be built ({last}); install gcc, make and '
             f'libnetfilter-queue-dev (vagrant/provision.sh does) and run '
-            f'`make -C nodes/linkdelay`.')
+            f'`make -C repronet/emu/linkdelay`.')
     return BINARY
 
 
@@ -150,7 +149,7 @@ class DaemonSet:
             why = f.read().strip() or 'no message'
         raise LinkEmulationError(
             f'the linkdelay daemon on {daemon.host.name} did not become ready ({why}); '
-            f'check that this kernel has NFQUEUE (python -m topologies.capabilities).')
+            f'check that this kernel has NFQUEUE (python -m repronet.emu.capabilities).')
 
     @staticmethod
     def _add_rules(daemon):

@@ -1,7 +1,7 @@
 /*
  * linkdelay: hold IPv4 packets at a host's ingress for a per-source delay, drop some.
  *
- * Used by topologies/linkemu.py where the kernel has no sch_netem. One daemon runs in each
+ * Used by repronet/emu/linkemu.py where the kernel has no sch_netem. One daemon runs in each
  * emulated host's network namespace; iptables rules in the raw PREROUTING chain send packets
  * from the other hosts to NFQUEUE <queue>. For each packet the daemon reads the source
  * address from the first bytes (only COPY_BYTES are copied to userspace), looks up that

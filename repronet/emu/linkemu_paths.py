@@ -1,7 +1,7 @@
 """Per-path delay, jitter and loss from per-link parameters (for the linkdelay fallback).
 
 Without ``sch_netem`` the delay is applied once, at the receiving host's ingress, keyed by the
-packet's source address (see :mod:`topologies.linkemu`). That needs, for every ordered host
+packet's source address (see :mod:`repronet.emu.linkemu`). That needs, for every ordered host
 pair ``(src, dst)``, the list of link directions a packet crosses. The topology graph must
 therefore give one path per pair: it must be a forest (no loops, no parallel links), and a
 path may cross switches only, never another host (a host that forwards between two links

@@ -16,20 +16,20 @@ An experiment is a small class (see DESIGN.md, "The runner")::
 
 Optional hooks: ``grid(params)`` returns ``{name: [values]}`` for the default
 ``points()`` (cross product x ``--repeat``, seeds derived from ``--seed``, see
-``workloads.sweep``); ``setup(ctx)`` runs once after the network is up and
+``repronet.run.sweep``); ``setup(ctx)`` runs once after the network is up and
 ``finish(ctx)`` once after the last point (both still inside teardown's
 protection); ``stats_interval`` (class attribute, seconds) is the os-ken
 controller's port-statistics period.
 
-``main()`` does, in this order: parse options (``topologies.options``); take
+``main()`` does, in this order: parse options (``repronet.run.options``); take
 the machine-wide lock ``/run/repronet.lock`` (two emulations on one machine
 would share its CPUs and interface names; a run whose ancestor, e.g.
 ``flock(1)`` or the root-test fixture, which also sets
 ``REPRONET_LOCK_HELD=1``, already holds the lock uses that); clean
-leftovers of a crashed earlier run (``topologies.leftovers``); create the
+leftovers of a crashed earlier run (``repronet.run.leftovers``); create the
 results folder and its manifest (status running); probe capabilities, record
-provenance; build and start the network (``topologies.network``); sample CPU
-(``topologies.cpu``, ``logs/cpu.jsonl``); run every point, printing one
+provenance; build and start the network (``repronet.emu.network``); sample CPU
+(``repronet.run.cpu``, ``logs/cpu.jsonl``); run every point, printing one
 progress line per point with elapsed time and ETA, and appending the point's
 timing and return value to ``logs/points.jsonl``; then on EVERY exit path stop
 all node processes, stop the network, remove what a crash would have left,
@@ -66,11 +66,11 @@ import sys
 import time
 import traceback
 
-from nodes.process import NodeProcess, stop_all
-from topologies import leftovers, options, results
-from workloads import sweep
+from repronet.emu.process import NodeProcess, stop_all
+from repronet.run import leftovers, options, results
+from repronet.run import sweep
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
+REPO = pathlib.Path(__file__).resolve().parents[2]
 EXIT_FAILED = 1
 
 
@@ -164,6 +164,13 @@ class Experiment:
     def finish(self, ctx):
         """Run once after the last point, before teardown."""
 
+    def analyse(self, run_dir):
+        """Turn a finished run's logs into tables, figures and report.md.
+
+        The experiment names its own analysis (e.g. ``analysis.smoke.build``), so
+        the framework never imports ``analysis/`` by name."""
+        raise NotImplementedError('%s gives no analysis' % self.name)
+
     def main(self, argv=None):
         """Run the experiment from the command line; return the exit status."""
         argv = sys.argv[1:] if argv is None else list(argv)
@@ -199,7 +206,8 @@ class Experiment:
 
     def _run(self, params, argv):
         """Run under the lock; return (status, results folder)."""
-        from topologies import capabilities, cpu, network, provenance
+        from repronet.emu import capabilities, network
+        from repronet.run import cpu, provenance
         folder = results.ResultsFolder(params.out)
         folder.start(self.name, vars(params), params.seed,
                      [sys.argv[0]] + argv)
@@ -275,8 +283,7 @@ class Experiment:
     def _analyse(self, run_dir):
         """Run the analysis of a finished run; return the exit status."""
         try:
-            from analysis.__main__ import build
-            build(run_dir)
+            self.analyse(run_dir)
         except Exception:
             traceback.print_exc()
             print('%s: analysis failed; the run itself is complete, retry with '
@@ -288,8 +295,8 @@ class Experiment:
 
 def _clear_errors():
     """Return the exception classes whose message needs no traceback."""
-    from topologies import capabilities, linkemu_params, network
-    from nodes.process import NodeError
+    from repronet.emu import capabilities, linkemu_params, network
+    from repronet.emu.process import NodeError
     return (capabilities.CapabilityError, linkemu_params.LinkEmulationError,
             network.NetworkError, NodeError)
 

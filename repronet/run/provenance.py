@@ -163,5 +163,5 @@ def collect(repo_dir):
 
 if __name__ == '__main__':
     import json
-    print(json.dumps(collect(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    print(json.dumps(collect(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                      indent=2, sort_keys=True))

@@ -3,9 +3,9 @@
 Run by Debian's ``osken-manager`` (python3-os-ken, the maintained fork of Ryu, same app API)::
 
     REPRONET_PORT_STATS_LOG=logs/c0.jsonl REPRONET_STATS_INTERVAL=1 \\
-        osken-manager --ofp-tcp-listen-port 6653 nodes/controller.py
+        osken-manager --ofp-tcp-listen-port 6653 nodes/osken_switch.py
 
-``topologies.controller.OsKenController`` starts it that way inside a Mininet network.
+``repronet.emu.controller.OsKenController`` starts it that way inside a Mininet network.
 osken-manager owns the command line (its oslo.config parser rejects unknown flags), so this
 app takes its configuration from environment variables:
 

@@ -24,7 +24,7 @@ still unset after that fall back to ``defaults`` in the same dict.
 
 import argparse
 
-from topologies import results
+from repronet.run import results
 
 SCALES = ('smoke', 'default', 'seed')
 SWITCHES = ('lxbr', 'ovs', 'osken')

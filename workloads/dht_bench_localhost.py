@@ -1,6 +1,6 @@
 """Localhost benchmark of the DHT system against the seed's per-operation times.
 
-    /usr/bin/python3 -m nodes.dht.bench_localhost [--files 10000] [--downloads 1000]
+    /usr/bin/python3 -m workloads.dht_bench_localhost [--files 10000] [--downloads 1000]
         [--servers 8] [--big-mb 1024] [--clients 2,4,8] [--keep DIR]
 
 Starts real server and peer processes on 127.0.0.1 (ephemeral ports), writes a shared

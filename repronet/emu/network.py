@@ -8,7 +8,7 @@ mechanism produced its numbers:
 - switch: ``lxbr`` -> ``LinuxBridge`` (no controller, fastest on a small
   machine); ``ovs`` -> ``OVSBridge`` (OVS in standalone mode, its own MAC
   learning, no controller); ``osken`` -> ``OVSSwitch`` speaking OpenFlow 1.3 to
-  our os-ken controller (``topologies.controller.OsKenController``), which
+  our os-ken controller (``repronet.emu.controller.OsKenController``), which
   also logs per-port counters.
 - datapath (OVS only): ``auto`` picks the kernel datapath when the host has the
   openvswitch module, else the userspace (netdev) one; asking for ``kernel``
@@ -18,7 +18,7 @@ mechanism produced its numbers:
   checksums that nothing completes), so the builder turns ``tx``, ``tso`` and
   ``gso`` off on every host interface right after start and records it.
 - hosts: ``CPULimitedHost`` as soon as any host in the topology has ``cpu=``.
-- links: ``topologies.linkemu.plan`` validates every link before anything
+- links: ``repronet.emu.linkemu.plan`` validates every link before anything
   starts; its ``link_class`` goes to Mininet and ``install(net)`` runs after
   ``net.start()``.
 
@@ -33,11 +33,11 @@ from mininet.net import Mininet
 from mininet.node import CPULimitedHost, Host, OVSBridge, OVSSwitch
 from mininet.nodelib import LinuxBridge
 
-from topologies import capabilities
+from repronet.emu import capabilities
 
 try:
-    from topologies import linkemu
-except ImportError:     # until topologies/linkemu.py lands: bandwidth only
+    from repronet.emu import linkemu
+except ImportError:     # until repronet/emu/linkemu.py lands: bandwidth only
     linkemu = None
 
 OFFLOADS = ('tx', 'tso', 'gso')
@@ -131,7 +131,7 @@ class Network:
             if not self.caps.osken_manager:
                 raise NetworkError(capabilities.explain('osken_manager',
                                                         self.caps))
-            from topologies.controller import OsKenController
+            from repronet.emu.controller import OsKenController
             log_dir = (os.path.dirname(str(self.controller_log))
                        if self.controller_log else None)
             controller = functools.partial(
@@ -261,7 +261,7 @@ class _BandwidthOnly:
             extra = set(info) & {'delay', 'jitter', 'loss'}
             if extra:
                 raise NetworkError('link %s-%s asks for %s, which needs '
-                                   'topologies/linkemu.py' % (
+                                   'repronet/emu/linkemu.py' % (
                                        a, b, ', '.join(sorted(extra))))
             self._records.append({'link': '%s-%s' % (a, b),
                                   'bw': info.get('bw'),

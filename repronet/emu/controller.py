@@ -9,7 +9,7 @@ and replaces the process handling:
 * the controller is a real ``osken-manager`` process started from an argument list with
   ``subprocess.Popen``, in its own session (a Ctrl-C at the terminal goes to the runner, which
   stops everything in one place), with its own ``<name>.out`` / ``<name>.err`` files in
-  ``log_dir`` and the app's configuration in its environment (see ``nodes/controller.py``);
+  ``log_dir`` and the app's configuration in its environment (see ``nodes/osken_switch.py``);
 * ``start()`` returns when the process itself listens on the port (its listening socket is
   found in ``/proc/PID/net/tcp`` and among its file descriptors), not after a sleep; if it
   dies first, the error carries the tail of its stderr;
@@ -30,11 +30,11 @@ import time
 
 from mininet.node import Controller, Node
 
-from nodes.process import listening_inodes, stop_popen
-from topologies.results import read_jsonl
+from repronet.emu.process import listening_inodes, stop_popen
+from repronet.run.results import read_jsonl
 
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                   'nodes', 'controller.py')
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+APP = os.path.join(REPO, 'nodes', 'osken_switch.py')
 
 
 class ControllerError(RuntimeError):
@@ -68,7 +68,7 @@ def socket_inodes(pid):
 
 
 class OsKenController(Controller):
-    """Mininet controller node running nodes/controller.py under osken-manager."""
+    """Mininet controller node running nodes/osken_switch.py under osken-manager."""
 
     def __init__(self, name, port=6653, stats_log=None, stats_interval=1.0, log_dir=None,
                  idle_timeout=60, command=None, ready_timeout=30.0, stop_timeout=10.0,

@@ -1,0 +1,1 @@
+"""The emulation backend: Mininet network, link emulation, controller, node processes."""

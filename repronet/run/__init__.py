@@ -1,0 +1,1 @@
+"""Backend-independent run machinery: runner, options, sweep, results, provenance, CPU, lock."""
