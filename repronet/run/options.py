@@ -32,6 +32,14 @@ DATAPATHS = ('auto', 'kernel', 'user')
 SHARED_DEFAULTS = {'repeat': 1, 'seed': 1}
 
 
+class UsageError(ValueError):
+    """A parameter is wrong: one sentence, said before anything is built.
+
+    Raised by an experiment's ``check(params)`` (and by the shared checks);
+    ``Experiment.main`` prints it as ``NAME: sentence`` and exits 2, before the
+    machine lock, the leftover cleanup and the results folder."""
+
+
 def build_parser(experiment):
     """Return the argument parser: shared flags plus the experiment's own."""
     parser = argparse.ArgumentParser(

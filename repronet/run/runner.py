@@ -58,6 +58,7 @@ Node processes inherit ``PYTHONPATH`` with the repository root, so
 ``[sys.executable, '-m', 'nodes.x']`` works on every host.
 """
 
+import contextlib
 import json
 import os
 import pathlib
@@ -67,7 +68,7 @@ import time
 import traceback
 
 from repronet.emu.process import NodeProcess, stop_all
-from repronet.run import leftovers, options, results
+from repronet.run import cpu, leftovers, options, results
 from repronet.run import sweep
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -85,13 +86,15 @@ class Interrupted(BaseException):
 class RunContext:
     """What run_point sees: the network, parameters, results and nodes."""
 
-    def __init__(self, network, params, results_folder, state):
+    def __init__(self, network, params, results_folder, state, monitor=None):
         self.network = network
+        self._monitor = monitor
         self.net = network.net
         self.caps = network.caps
         self.params = params
         self.results = results_folder
         self.point = None
+        self._progress = sweep.Progress(0)
         self.nodes = []
         self._names = set()
         self._state = state
@@ -118,6 +121,24 @@ class RunContext:
             node.wait_ready(timeout)
         return node
 
+    @contextlib.contextmanager
+    def timed(self):
+        """Mark the timed part of a point: the CPU verdict is taken over these
+        parts only (not file generation, hashing or process start-up).  An
+        experiment that never calls it is judged over whole points."""
+        if self._monitor is not None:
+            self._monitor.set_phase(cpu.MEASURE)
+        try:
+            yield
+        finally:
+            if self._monitor is not None:
+                self._monitor.set_phase(None)
+
+    def heartbeat(self, done, total=None, unit=''):
+        """Say how far a long point is (e.g. bytes of a 1 GB download); prints
+        at most every HEARTBEAT_S seconds, so it is cheap to call often."""
+        self._progress.heartbeat(done, total, unit)
+
     def release(self, nodes, timeout=30):
         """Barrier: wait until all nodes are ready, then send go to each."""
         deadline = time.monotonic() + timeout
@@ -138,6 +159,7 @@ class Experiment:
     name = None
     scales = {}
     stats_interval = 1.0
+    timed_parts = False     # True: run_point marks its timed parts with ctx.timed()
 
     def add_arguments(self, parser):
         """Add the experiment's own flags (default=None; see scales)."""
@@ -161,6 +183,19 @@ class Experiment:
         """Run one sweep point on ctx.net; may return a dict to log."""
         raise NotImplementedError
 
+    def check(self, params):
+        """Check the parameters; raise options.UsageError with one sentence.
+
+        Called before the lock, the cleanup and the results folder."""
+
+    def estimate(self, params, point):
+        """Return the expected seconds of one point (weights the ETA), or None."""
+        return None
+
+    def disk(self, params):
+        """Return [(path, bytes)] the run will write outside its results folder."""
+        return []
+
     def finish(self, ctx):
         """Run once after the last point, before teardown."""
 
@@ -175,6 +210,11 @@ class Experiment:
         """Run the experiment from the command line; return the exit status."""
         argv = sys.argv[1:] if argv is None else list(argv)
         params = options.parse(self, argv)
+        try:
+            self.check(params)
+        except options.UsageError as e:
+            print('%s: %s' % (self.name, e), file=sys.stderr)
+            return 2
         if os.geteuid() != 0:
             print('%s: Mininet needs root; run with sudo /usr/bin/python3'
                   % self.name, file=sys.stderr)
@@ -207,7 +247,7 @@ class Experiment:
     def _run(self, params, argv):
         """Run under the lock; return (status, results folder)."""
         from repronet.emu import capabilities, network
-        from repronet.run import cpu, provenance
+        from repronet.run import provenance
         folder = results.ResultsFolder(params.out)
         folder.start(self.name, vars(params), params.seed,
                      [sys.argv[0]] + argv)
@@ -229,10 +269,9 @@ class Experiment:
                 seed=params.seed, log_dir=folder.logs)
             net.start()
             folder.update(mechanisms=net.mechanisms())
-            ctx = RunContext(net, params, folder, state)
+            ctx = RunContext(net, params, folder, state, monitor)
             self.setup(ctx)
-            monitor.set_phase(cpu.MEASURE)  # judge CPU over the points only
-            self._points(ctx, points, folder)
+            self._points(ctx, points, folder, monitor)
             self.finish(ctx)
             status = 'ok'
         except Interrupted as e:
@@ -264,14 +303,20 @@ class Experiment:
             folder.finish(status, error, **fields)
         return status, folder
 
-    def _points(self, ctx, points, folder):
+    def _points(self, ctx, points, folder, monitor):
         """Run every point with a progress line and a points.jsonl record."""
         progress = sweep.Progress(len(points))
+        ctx._progress = progress
         with open(folder.log_path('points'), 'a') as log:
             for point in points:
                 ctx.point = point
                 started = time.time()
-                result = self.run_point(ctx, point)
+                if not self.timed_parts:    # judge CPU over whole points
+                    monitor.set_phase(cpu.MEASURE)
+                try:
+                    result = self.run_point(ctx, point)
+                finally:
+                    monitor.set_phase(None)
                 record = {'t': round(time.time(), 6), 'event': 'point',
                           'point': point, 'started': round(started, 6),
                           'elapsed': round(time.time() - started, 6),

@@ -24,6 +24,8 @@ import json
 import sys
 import time
 
+HEARTBEAT_S = 10.0      # at most one heartbeat line per this many seconds
+
 
 def derive_seed(seed, values, repetition):
     """Return a reproducible 31-bit seed for one point."""
@@ -77,6 +79,22 @@ class Progress:
         self.stream = stream or sys.stdout
         self.clock = clock
         self.started = clock()
+        self._last_beat = self.started
+
+    def heartbeat(self, done, total=None, unit=''):
+        """Print how far the running point is, at most every HEARTBEAT_S seconds."""
+        now = self.clock()
+        if now - self._last_beat < HEARTBEAT_S:
+            return None
+        self._last_beat = now
+        if total:
+            text = '%s of %s%s (%.0f%%)' % (done, total, unit, 100.0 * done / total)
+        else:
+            text = '%s%s' % (done, unit)
+        line = '  [%d/%d] ... %s  elapsed %s' % (
+            self.done + 1, self.total, text, format_duration(now - self.started))
+        print(line, file=self.stream, flush=True)
+        return line
 
     def point_done(self, point, status='ok', result=None):
         """Count one finished point and print its progress line."""
