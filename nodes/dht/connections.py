@@ -1,151 +1,198 @@
-"""asyncio protocols of the client: one index-server connection, one holder-peer connection.
+"""asyncio driver of the client core: it moves bytes and time, and opens sockets when asked.
 
-`IndexConn` feeds a `client_core.Channel` and resolves one future per request id, so any
-number of requests (up to the window) can be in flight on one connection. `PeerConn` runs
-one `transfer.Download` at a time, appends the verified-as-it-goes chunks to the caller's
-temporary file and fails the transfer if nothing arrives for `timeout` seconds.
+Every decision (which server, failover, window, timeouts, resume) is in
+`client_ops_core.ClientOps`. This driver feeds it socket bytes and the clock
+(`time.time()`, so the op records' `t` stays wall-clock time as before), performs its
+`Connect` / `Send` / `Close` actions, arms one timer at `get_timer()`, and writes
+`FileData` to a temporary file per download, renamed only when the core says the download
+ended with a good digest. On cancellation (SIGTERM) `close()` removes the temporary files.
 """
 
 import asyncio
+import os
 import time
 
-from .client_core import ChannelError
-from .common import nodelay
-from .transfer import DownloadError
+from .client_ops_core import Close, Connect, FileData, Notice, OpDone, Send
+from .common import error, nodelay
+from .ring import parse_addr
 
 
-class IndexConn(asyncio.Protocol):
-    """One persistent connection to an index server, feeding a Channel."""
+class _Proto(asyncio.Protocol):
+    """One TCP connection of the core: bytes in, lost connection reported."""
 
-    def __init__(self, channel):
-        self.channel = channel
-        self.futures = {}
-        self.transport = None
-        self.lost = False
+    def __init__(self, driver, conn):
+        self.driver, self.conn, self.transport = driver, conn, None
 
     def connection_made(self, transport):
         self.transport = transport
         nodelay(transport)
 
-    def request(self, kind, *fields):
-        """Send one request; return the future of its reply."""
-        if self.lost:
-            raise ConnectionError('connection to %s is closed' % self.channel.server)
-        req, data = self.channel.send(kind, time.time(), *fields)
-        fut = asyncio.get_running_loop().create_future()
-        self.futures[req] = fut
-        self.transport.write(data)
-        return fut
-
     def data_received(self, data):
-        try:
-            replies = self.channel.receive(data, time.time())
-        except ChannelError as exc:
-            self.abort(exc)
-            return
-        for req, _, reply in replies:
-            fut = self.futures.pop(req, None)
-            if fut is not None and not fut.done():
-                fut.set_result(reply)
-
-    def abort(self, exc):
-        """Give up on this connection: fail every waiting request with exc."""
-        self.lost = True
-        self.channel.fail()
-        futures, self.futures = self.futures, {}
-        for fut in futures.values():
-            if not fut.done():
-                fut.set_exception(exc)
-        if self.transport is not None:
-            self.transport.abort()
+        self.driver.feed(self.conn, data)
 
     def connection_lost(self, exc):
-        if not self.lost:
-            self.abort(ConnectionError('%s closed the connection%s' % (
-                self.channel.server, ': %s' % exc if exc else '')))
+        self.driver.lost(self, exc)
 
 
-class LocalWriteError(Exception):
-    """Writing the downloaded bytes failed here; resuming elsewhere would leave a hole."""
+class Driver:
+    """Runs one ClientOps core on the running asyncio loop."""
 
+    def __init__(self, core, downloads=None):
+        self.core = core
+        self.downloads = downloads
+        self.loop = asyncio.get_running_loop()
+        self.protos = {}        # conn -> _Proto (open) or Task (connecting)
+        self.files = {}         # op id -> (file object, temporary path)
+        self.changed = asyncio.Event()
+        self._timer = None
+        self._seq = 0
 
-class PeerConn(asyncio.Protocol):
-    """One persistent connection to a holder peer; one download at a time."""
+    def now(self):
+        return time.time()
 
-    def __init__(self, addr, timeout):
-        self.addr = addr
-        self.timeout = timeout
-        self.transport = None
-        self.download = self.file = self.future = None
-        self.last_rx = 0.0
-        self._req = 0
-        self._watch = None
+    def feed(self, conn, data):
+        self.core.receive(conn, data, self.now())
+        self.pump()
 
-    def connection_made(self, transport):
-        self.transport = transport
-        nodelay(transport)
+    def lost(self, proto, exc):
+        if self.protos.get(proto.conn) is proto:
+            del self.protos[proto.conn]
+            what = ('peer %s closed the connection mid-transfer' if proto.conn[0] == 'peer'
+                    else '%s closed the connection') % proto.conn[1]
+            self.core.connection_lost(proto.conn, what + (': %s' % exc if exc else ''),
+                                      self.now())
+            self.pump()
 
-    def fetch(self, download, f):
-        """Ask for the rest of the download's file; return a future done when it is."""
-        f.seek(download.received)
-        f.truncate()
-        self._req += 1
-        self.download, self.file = download, f
-        self.future = asyncio.get_running_loop().create_future()
-        self.last_rx = time.monotonic()
-        self.transport.write(download.request(self._req))
-        self._arm()
-        return self.future
+    def pump(self):
+        """Carry out what the core asked for, then re-arm the timer."""
+        while True:
+            acts = self.core.actions()
+            if not acts:
+                break
+            for act in acts:
+                getattr(self, '_' + type(act).__name__.lower())(act)
+        if self._timer is not None:
+            self._timer.cancel()
+        when = self.core.get_timer()
+        self._timer = None if when is None else self.loop.call_later(
+            max(0.0, when - self.now()), self._fire)
+        self.changed.set()
 
-    def _arm(self):
-        """Check for an idle transfer after `timeout` seconds."""
-        if self.timeout:
-            self._watch = asyncio.get_running_loop().call_later(self.timeout / 4, self._check)
+    def _fire(self):
+        self._timer = None
+        self.core.handle_timer(self.now())
+        self.pump()
 
-    def _check(self):
-        """Fail the transfer if nothing arrived for `timeout` seconds."""
-        if self.future is None or self.future.done():
-            return
-        if time.monotonic() - self.last_rx >= self.timeout:
-            self._fail(asyncio.TimeoutError('no data from %s for %.1f s'
-                                            % (self.addr, self.timeout)))
-            self.transport.abort()
-        else:
-            self._arm()
+    def _connect(self, act):
+        self.protos[act.conn] = self.loop.create_task(self._open(act.conn, act.addr))
 
-    def data_received(self, data):
-        self.last_rx = time.monotonic()
-        d = self.download
-        if d is None:
-            self.transport.abort()
-            return
+    async def _open(self, conn, addr):
+        host, port = parse_addr(addr)
         try:
-            chunks = d.receive(data)
-            exc = None
-        except DownloadError as e:
-            chunks, exc = getattr(e, 'chunks', []), e
+            _, proto = await self.loop.create_connection(lambda: _Proto(self, conn), host, port)
+        except OSError as exc:
+            if self.protos.pop(conn, None) is not None:
+                self.core.connection_lost(conn, str(exc) or type(exc).__name__, self.now())
+                self.pump()
+            return
+        if conn not in self.protos:        # the core gave up meanwhile
+            proto.transport.abort()
+            return
+        self.protos[conn] = proto
+        self.core.connected(conn, self.now())
+        self.pump()
+
+    def _send(self, act):
+        self.protos[act.conn].transport.write(act.data)
+
+    def _close(self, act):
+        p = self.protos.pop(act.conn, None)
+        if isinstance(p, asyncio.Task):
+            p.cancel()
+        elif p is not None:
+            p.transport.abort()
+
+    def _notice(self, act):
+        error(act.text)
+
+    def _filedata(self, act):
+        entry = self.files.get(act.op_id)
         try:
-            for chunk in chunks:
-                self.file.write(chunk)
-        except OSError as e:        # e.g. disk full: fatal for this download, never resumed
-            exc = LocalWriteError('cannot write %r: %s' % (d.name, e))
-            d.done = False
-        if d.done:
-            self.download = None
-            if self._watch:
-                self._watch.cancel()
-            self.future.set_result(d)
-        elif exc is not None:
-            self._fail(exc)
-            self.transport.abort()
+            if entry is None:
+                self._seq += 1
+                tmp = os.path.join(self.downloads, '.%s.part.%d.%d'
+                                   % (act.name, os.getpid(), self._seq))
+                entry = self.files[act.op_id] = (open(tmp, 'wb'), tmp)
+            f = entry[0]
+            if f.tell() != act.offset:       # resume from a new holder, or a restart
+                f.seek(act.offset)
+                f.truncate()
+            f.write(act.data)
+        except OSError as exc:       # e.g. disk full: fatal for this download, never resumed
+            self.core.abort(act.op_id, 'cannot write %r: %s' % (act.name, exc), self.now())
 
-    def _fail(self, exc):
-        """Fail the current transfer."""
-        self.download = None
-        if self._watch:
-            self._watch.cancel()
-        if self.future is not None and not self.future.done():
-            self.future.set_exception(exc)
+    def _opdone(self, act):
+        rec = act.record
+        entry = self.files.pop(act.op_id, None)
+        if rec['op'] != 'download':
+            return
+        if entry is None and rec['ok']:        # an empty file: nothing arrived to write
+            self._seq += 1
+            entry = (None, os.path.join(self.downloads, '.%s.part.%d.%d'
+                                        % (rec['name'], os.getpid(), self._seq)))
+            open(entry[1], 'wb').close()
+        if entry is None:
+            return
+        f, tmp = entry
+        try:
+            if f is not None:
+                f.close()
+            if rec['ok']:
+                size = os.stat(tmp).st_size
+                if size != rec['bytes']:
+                    raise OSError('wrote %d bytes, expected %d' % (size, rec['bytes']))
+                os.replace(tmp, os.path.join(self.downloads, rec['name']))
+                return
+        except OSError as exc:
+            rec.update(ok=False, error='%r: %s' % (rec['name'], exc))
+        _unlink(tmp)
 
-    def connection_lost(self, exc):
-        self._fail(ConnectionError('peer %s closed the connection mid-transfer' % self.addr))
+    async def run(self):
+        """Run until every submitted operation has ended."""
+        self.pump()
+        while not self.core.finished():
+            self.changed.clear()
+            await self.changed.wait()
+
+    async def connect_all(self):
+        """Open every index-server connection (before the timed part)."""
+        self.core.connect_all(self.now())
+        self.pump()
+        while self.core.connecting():
+            self.changed.clear()
+            await self.changed.wait()
+
+    def close(self):
+        """Close every connection and remove unfinished temporary files; return how many."""
+        if self._timer is not None:
+            self._timer.cancel()
+        for conn in list(self.protos):
+            self._close(Close(conn))
+        removed = 0
+        for f, tmp in self.files.values():
+            f.close()
+            removed += _unlink(tmp)
+        self.files.clear()
+        return removed
+
+
+def _unlink(path):
+    """Remove path if it exists; return 1 if it did."""
+    try:
+        os.unlink(path)
+        return 1
+    except OSError:
+        return 0
+
+
+__all__ = ['Driver', 'Connect', 'Send', 'Close', 'FileData', 'OpDone', 'Notice']
