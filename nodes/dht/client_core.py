@@ -1,9 +1,9 @@
-"""Client core: batching by owner, request windows, and search failover along the ring.
+"""Client routing and the per-connection request state, used by `client_ops_core.ClientOps`.
 
 Sans-I/O. `ClientCore` decides which servers a request goes to; `Channel` is the state of
 one persistent connection to one index server: it numbers requests, enforces the window
 (outstanding requests per connection; 1 = one request at a time, as in the seed), matches
-replies to requests by id and reports deadlines. The driver moves the bytes.
+replies to requests by id and reports the reply deadline. `ClientOps` runs the operations.
 
 Register modes, as in the seed report:
 - batched ("optimized"): the N names are grouped by the servers that store them (owner,
@@ -75,39 +75,6 @@ class ClientCore:
         self.down.discard(server)
 
 
-class Lookup:
-    """One search with failover: ask candidates in order until one answers."""
-
-    def __init__(self, name, candidates):
-        self.name = name
-        self._left = list(candidates)
-        self.failures = []
-        self.result = None
-
-    def next_server(self):
-        """Return the next server to ask, or None when every candidate failed."""
-        return self._left.pop(0) if self._left else None
-
-    def failed(self, server, reason):
-        """Record that server did not answer; the caller asks next_server()."""
-        self.failures.append('%s: %s' % (server, reason))
-
-    def answered(self, server, reply):
-        """Record a reply; return (ok, holders, error text)."""
-        if isinstance(reply, codec.Found):
-            self.result = (True, reply.holders, None)
-        elif isinstance(reply, codec.NotFound):
-            self.result = (False, (), 'not found')
-        else:
-            text = getattr(reply, 'text', reply)
-            self.result = (False, (), 'server %s: error %s' % (server, text))
-        return self.result
-
-    def error(self):
-        """Text explaining why no candidate answered."""
-        return 'no index server answered for %r (%s)' % (self.name, '; '.join(self.failures))
-
-
 class ChannelError(Exception):
     """The connection's byte stream broke the protocol."""
 
@@ -122,7 +89,6 @@ class Channel:
         self.decoder = codec.Decoder(max_frame)
         self.outstanding = OrderedDict()    # req -> (request, deadline)
         self._next_req = 1
-        self.messages_sent = 0
 
     def can_send(self):
         """Return True if the window has room for another request."""
@@ -136,7 +102,6 @@ class Channel:
         data = codec.encode(msg)
         deadline = now + self.timeout if self.timeout else None
         self.outstanding[req] = (msg, deadline)
-        self.messages_sent += 1
         return req, data
 
     def receive(self, data, now):
@@ -170,14 +135,6 @@ class Channel:
         """Return True if the oldest outstanding request is past its deadline."""
         deadline = self.next_deadline()
         return deadline is not None and now >= deadline
-
-    def get_timer(self):
-        """The time at which handle_timer must be called (sans-I/O timer contract), or None."""
-        return self.next_deadline()
-
-    def handle_timer(self, now):
-        """If the oldest request is late, give up on the connection: return what was lost."""
-        return self.fail() if self.expired(now) else []
 
     def fail(self):
         """Connection lost: return and forget every outstanding (req, request)."""

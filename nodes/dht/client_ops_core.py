@@ -179,7 +179,7 @@ class ClientOps:
     def get_timer(self):
         """The earliest deadline at which handle_timer must be called, or None."""
         times = [t for s in self.servers.values()
-                 for t in (s.deadline, s.channel.get_timer()) if t is not None]
+                 for t in (s.deadline, s.channel.next_deadline()) if t is not None]
         times += [p['deadline'] for p in self.peers.values() if p['deadline'] is not None]
         return min(times) if times else None
 
