@@ -46,16 +46,19 @@ class Driver:
         self.changed = asyncio.Event()
         self._timer = None
         self._seq = 0
+        self.closed = False     # after close(), late bytes must not reopen a temporary file
 
     def now(self):
         return time.time()
 
     def feed(self, conn, data):
+        if self.closed:
+            return
         self.core.receive(conn, data, self.now())
         self.pump()
 
     def lost(self, proto, exc):
-        if self.protos.get(proto.conn) is proto:
+        if not self.closed and self.protos.get(proto.conn) is proto:
             del self.protos[proto.conn]
             what = ('peer %s closed the connection mid-transfer' if proto.conn[0] == 'peer'
                     else '%s closed the connection') % proto.conn[1]
@@ -174,6 +177,7 @@ class Driver:
 
     def close(self):
         """Close every connection and remove unfinished temporary files; return how many."""
+        self.closed = True
         if self._timer is not None:
             self._timer.cancel()
         for conn in list(self.protos):
