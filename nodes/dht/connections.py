@@ -98,7 +98,7 @@ class Driver:
                 self.core.connection_lost(conn, str(exc) or type(exc).__name__, self.now())
                 self.pump()
             return
-        if conn not in self.protos:        # the core gave up meanwhile
+        if self.protos.get(conn) is not asyncio.current_task():     # the core gave up
             proto.transport.abort()
             return
         self.protos[conn] = proto
