@@ -14,6 +14,11 @@ Interface (the one every protocol core of the project speaks):
 - out: `actions()` returns and clears the list of `Connect` / `Send` / `Close` actions and
   `OpDone` / `FileData` / `Notice` events, in order; `get_timer()` is the next deadline.
 A connection id is `('index', server)` or `('peer', holder address, serial)`.
+
+Invariants: an operation is queued (`todo`), running (`active`, at most `limit`) or ended
+(one record, with the core's `now`); an index request is either queued on its server or
+sent (`ops`, at most the window, only while that connection is open); a peer connection
+is busy with one download or idle for the next one to the same holder.
 """
 
 from collections import deque
