@@ -53,6 +53,16 @@ def test_hung_owner_costs_one_timeout_then_the_replica_answers():
     assert rec['latency'] == 2.0 and net.now == 2.0           # exactly one timeout
 
 
+def test_an_idle_connection_closed_by_the_server_is_reopened_not_marked_down():
+    net = MemNet(n=2)
+    register_all(net, NAMES[:10], PEER1)
+    owner = net.ring.owner(NAMES[0])
+    net.core.connection_lost(('index', owner), 'idle close', net.now)
+    assert owner not in net.routing.down
+    (rec,) = searches(net, NAMES[:1])
+    assert rec['ok'] and rec['server'] == owner
+
+
 def test_search_without_replicas_fails_clearly_when_owner_is_down():
     net = MemNet(n=4, replicas=0)
     net.dead.add(net.addr(net.ring.owner('lonely')))

@@ -314,9 +314,10 @@ class ClientOps:
         if srv.state == 'connecting':
             self._out.append(Notice('cannot connect to index server %s: %s'
                                     % (srv.conn[1], reason)))
+        if srv.state == 'connecting' or srv.ops or srv.queue:
+            self.routing.mark_down(srv.conn[1])     # an idle close is no failure
         srv.state, srv.deadline = 'closed', None
         srv.channel.fail()
-        self.routing.mark_down(srv.conn[1])
         lost = list(srv.ops.values()) + [op for op, _, _ in srv.queue]
         srv.ops.clear()
         srv.queue.clear()
