@@ -1,6 +1,7 @@
 """A small in-memory loop that drives the real client core against real server and peer
 cores: no sockets, a virtual clock that jumps to the core's next deadline. Faults are
-declared per address: `dead` (connect fails), `hung` (accepts, never answers), and
+declared per address: `dead` (connect fails), `dies` (the connection breaks when a request
+arrives, and the address is dead from then on), `hung` (accepts, never answers), and
 `cut[addr] = n` (a peer closes after sending n file bytes). The discrete-event simulator
 (a later issue) grows this into a real engine."""
 
@@ -38,7 +39,7 @@ class MemNet:
         self.peers = {a: Files(f) for a, f in (peers or {}).items()}
         self.routing = ClientCore(self.ring, replicas)
         self.core = ClientOps(self.routing, self.addrs, window, timeout, limit)
-        self.dead, self.hung, self.cut = set(), set(), {}
+        self.dead, self.dies, self.hung, self.cut = set(), set(), set(), {}
         self.ends = {}              # conn -> (address, server end)
         self.sent = {}              # address -> bytes the client sent there
         self.files = {}             # name -> bytearray written by FileData
@@ -77,9 +78,16 @@ class MemNet:
         self.core.connected(act.conn, self.now)
 
     def _send(self, act):
+        if act.conn not in self.ends:       # sent before the core learnt the link broke
+            return
         addr, end = self.ends[act.conn]
         self.sent[addr] = self.sent.get(addr, 0) + len(act.data)
         if addr in self.hung:
+            return
+        if addr in self.dies:
+            self.dead.add(addr)
+            del self.ends[act.conn]
+            self.core.connection_lost(act.conn, 'connection reset by peer', self.now)
             return
         if act.conn[0] == 'index':
             out, close = end.receive(act.data, self.now)

@@ -43,6 +43,17 @@ def test_search_fails_over_when_owner_is_dead_and_later_skips_it():
     assert net.sent.get(net.addr(victim), 0) == sent          # not asked again
 
 
+def test_owner_dying_with_requests_in_flight_fails_them_all_over():
+    net = MemNet(n=2, replicas=1, window=4, limit=8)
+    register_all(net, NAMES, PEER1)
+    victim = 's1'
+    net.dies.add(net.addr(victim))
+    mine = [n for n in NAMES if net.ring.owner(n) == victim][:8]
+    recs = net.run([('search', n) for n in mine])
+    assert len(recs) == 8 and all(r['ok'] and r['server'] == 's2' for r in recs)
+    assert victim in net.routing.down and net.now == 0.0      # no timeout was needed
+
+
 def test_hung_owner_costs_one_timeout_then_the_replica_answers():
     net = MemNet(n=4, replicas=1, timeout=2.0)
     register_all(net, NAMES, PEER1)

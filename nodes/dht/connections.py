@@ -106,7 +106,9 @@ class Driver:
         self.pump()
 
     def _send(self, act):
-        self.protos[act.conn].transport.write(act.data)
+        p = self.protos.get(act.conn)
+        if isinstance(p, _Proto):   # else the link broke and the core hears of it next
+            p.transport.write(act.data)
 
     def _close(self, act):
         p = self.protos.pop(act.conn, None)
