@@ -40,3 +40,18 @@ def test_sigterm_mid_download_removes_the_temporary_file(tmp_path, cluster, peer
     assert list(dl.iterdir()) == []                  # neither a partial nor a final file
     recs = [json.loads(line) for line in out.splitlines()]
     assert recs[-1]['event'] == 'summary' and recs[-1]['interrupted'] and recs[-1]['ok'] == 0
+
+
+def test_sigterm_at_the_barrier_is_one_line_and_status_1(tmp_path, cluster):
+    servers, _ = cluster(1)
+    argv = [sys.executable, '-m', 'nodes.dht.client', '--name', 'c1', '--servers', servers,
+            '--op', 'search', '--barrier',
+            '--names', str(names_file(tmp_path / 'names', ['a']))]
+    p = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert json.loads(p.stdout.readline())['event'] == 'ready'
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)              # stdin stays open: the signal alone stops it
+    err = p.stderr.read()
+    p.stdin.close()
+    assert p.returncode == 1 and err.strip() == 'c1: interrupted before the operations started'

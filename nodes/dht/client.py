@@ -129,6 +129,7 @@ async def _main(args, log):
     finally:
         elapsed = time.perf_counter() - t0
         removed = driver.close()
+        args.reported = True
         if not done:
             error('%s: interrupted after %d of %d operations%s' % (
                 args.name, len(core.records), len(ops),
@@ -161,7 +162,9 @@ def main(argv=None):
         return await _main(args, log)
     try:
         return asyncio.run(runner())
-    except asyncio.CancelledError:      # _main already said so and wrote the summary
+    except asyncio.CancelledError:
+        if not getattr(args, 'reported', False):     # stopped before the timed part
+            error('%s: interrupted before the operations started' % args.name)
         return 1
     except RuntimeError as exc:
         error('%s: %s' % (args.name, exc))
