@@ -17,6 +17,20 @@ interfaces and removes the file.  ``clean()`` also deletes Mininet-style
 ``*-eth*`` interfaces in the root namespace, which only a crashed run can have
 left while we hold the lock.  Processes are found by recorded PID, never by a
 name pattern.
+
+A SIGKILLed runner takes its host shells and delay daemons with it (their
+pty or stdin closes), but not what it started in other sessions: node
+processes, the controller, and anything an experiment started in the
+background in a host (``host.cmd('... &')``).  One such process keeps its
+host's network namespace alive, and with it the namespace's iptables rules
+and the switch-side veth end.  So the state also records each host's network
+namespace (its ``/proc/PID/ns/net`` inode) with the host's interface names;
+``clear()`` kills every process still in such a namespace, after checking
+that the namespace still holds one of those interfaces (namespace inodes are
+reused once freed).  With the last process gone the kernel deletes the
+namespace, its rules and its veth pairs.  iptables chains that repronet names
+(``REPRONET_*``) are removed from the root namespace too, should a version put
+them there.  ``repronet clean`` is this module's command line.
 """
 
 import contextlib
@@ -27,9 +41,11 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 LOCK_PATH = '/run/repronet.lock'
 STATE_PATH = '/run/repronet/state.json'
+CHAIN_PREFIX = 'REPRONET_'
 MININET_INTF = re.compile(r'^[^@\s]+-eth\d+$')
 
 
@@ -66,9 +82,21 @@ def _ancestors():
     return pids
 
 
+class LockBusy(RuntimeError):
+    """Another process (not an ancestor) holds the machine lock."""
+
+    def __init__(self, path, holders):
+        super().__init__('%s is held by pid %s' % (
+            path, ', '.join(map(str, sorted(holders))) or '?'))
+        self.holders = holders
+
+
 @contextlib.contextmanager
-def machine_lock(path=LOCK_PATH):
-    """Hold the machine-wide lock; say so when waiting for another run."""
+def machine_lock(path=LOCK_PATH, wait=True):
+    """Hold the machine-wide lock; say so when waiting for another run.
+
+    With wait=False, raise LockBusy instead of waiting (``repronet clean``
+    must not touch the network of a live run)."""
     held_by_parent = _lock_holders(path) & _ancestors()
     if held_by_parent:
         print('using %s held by parent process %s' % (
@@ -80,6 +108,8 @@ def machine_lock(path=LOCK_PATH):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                raise LockBusy(path, _lock_holders(path))
             holders = ', '.join(map(str, sorted(_lock_holders(path)))) or '?'
             print('waiting for %s: another run holds it (pid %s)'
                   % (path, holders), flush=True)
@@ -125,8 +155,10 @@ class State:
 
     def __init__(self, path=STATE_PATH, data=None):
         self.path = path
-        self.data = data or {'runner': os.getpid(), 'pids': [], 'intfs': [],
-                             'bridges': [], 'ovs_bridges': []}
+        self.data = data or {'runner': os.getpid(),
+                             'runner_started': _start_time(os.getpid()),
+                             'pids': [], 'intfs': [], 'bridges': [],
+                             'ovs_bridges': [], 'namespaces': []}
 
     @classmethod
     def load(cls, path=STATE_PATH):
@@ -144,7 +176,19 @@ class State:
             self.add_pid(pid, save=False)
         for key in ('intfs', 'bridges', 'ovs_bridges'):
             self.data[key] = sorted(set(self.data[key]) | set(found[key]))
+        known = {ns for ns, _ in self.data.setdefault('namespaces', [])}
+        for ns, intfs in _host_namespaces(network):
+            if ns not in known:
+                self.data['namespaces'].append([ns, intfs])
         self._save()
+
+    def runner_alive(self):
+        """Return the recorded runner's PID if that very process still runs."""
+        pid, started = self.data.get('runner'), self.data.get('runner_started')
+        if pid and started is not None and _start_time(pid) == started \
+                and pid != os.getpid():
+            return pid
+        return None
 
     def add_pid(self, pid, save=True):
         """Record one process (with its start time)."""
@@ -157,15 +201,30 @@ class State:
     def clear(self):
         """Kill recorded processes, delete recorded links; return a summary."""
         done = []
+        killed = []
         for pid, started in self.data['pids']:
             if started is None or _start_time(pid) != started:
                 continue
+            name = _comm(pid)
             for kill in (os.killpg, os.kill):
                 try:
                     kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-            done.append('process %d' % pid)
+            killed.append(pid)
+            done.append('process %d (%s)' % (pid, name))
+        for ns, intfs in self.data.get('namespaces', []):
+            for pid in _in_namespace(ns, intfs):
+                name = _comm(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                killed.append(pid)
+                done.append('process %d (%s) in the namespace of host %s'
+                            % (pid, name, intfs[0].split('-')[0]))
+        _wait_gone(killed)
+        done += _drop_root_chains()
         existing = _ovs_bridges()
         for br in self.data['ovs_bridges']:
             if br in existing:
@@ -193,17 +252,115 @@ class State:
         os.replace(tmp, self.path)
 
 
-def clean(state_path=STATE_PATH):
-    """Remove what an earlier crashed run left; print and return what went."""
+def _comm(pid):
+    """Return the command name of pid ('?' if gone)."""
+    try:
+        with open('/proc/%d/comm' % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return '?'
+
+
+def _netns(pid):
+    """Return the network namespace inode of pid, or None."""
+    try:
+        link = os.readlink('/proc/%d/ns/net' % pid)
+    except OSError:
+        return None
+    return int(link[len('net:['):-1]) if link.startswith('net:[') else None
+
+
+def _host_namespaces(network):
+    """Return [netns inode, interface names] of each host of a built network."""
+    out = []
+    for host in getattr(getattr(network, 'net', None), 'hosts', None) or []:
+        ns = _netns(host.pid) if getattr(host, 'pid', None) else None
+        intfs = sorted(i.name for i in host.intfList() if i.name != 'lo')
+        if ns is not None and intfs and ns != _netns(1):
+            out.append([ns, intfs])
+    return out
+
+
+def _net_devices(pid):
+    """Return the interface names pid sees in its network namespace."""
+    try:
+        with open('/proc/%d/net/dev' % pid) as f:
+            return {line.split(':')[0].strip() for line in f.readlines()[2:]}
+    except OSError:
+        return set()
+
+
+def _in_namespace(ns, intfs):
+    """Return the PIDs in network namespace ns, if it still holds one of intfs
+    (a freed namespace inode can be reused by an unrelated namespace)."""
+    pids = [int(e) for e in os.listdir('/proc') if e.isdigit()]
+    pids = [p for p in pids if p != os.getpid() and _netns(p) == ns]
+    if pids and set(intfs) & _net_devices(pids[0]):
+        return pids
+    return []
+
+
+def _wait_gone(pids, timeout=5.0):
+    """Wait until the killed pids have exited (their namespaces go with them)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(os.path.exists('/proc/%d' % p) and
+                   _state(p) not in ('Z', None) for p in pids):
+            return
+        time.sleep(0.05)
+
+
+def _state(pid):
+    """Return the one-letter state of pid, or None once it is gone."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _drop_root_chains():
+    """Remove iptables chains named REPRONET_* from the root namespace."""
+    done = []
+    for table in ('raw', 'filter', 'mangle', 'nat'):
+        try:
+            out = subprocess.run(['iptables-save', '-t', table],
+                                 capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return done
+        chains = [line[1:].split()[0] for line in out.stdout.splitlines()
+                  if line.startswith(':' + CHAIN_PREFIX)]
+        for line in out.stdout.splitlines():
+            fields = line.split()
+            if (line.startswith('-A ') and '-j' in fields
+                    and fields[fields.index('-j') + 1] in chains):
+                subprocess.run(['iptables', '-w', '-t', table, '-D']
+                               + fields[1:], capture_output=True)
+        for chain in chains:
+            subprocess.run(['iptables', '-w', '-t', table, '-F', chain],
+                           capture_output=True)
+            subprocess.run(['iptables', '-w', '-t', table, '-X', chain],
+                           capture_output=True)
+            done.append('iptables chain %s (table %s)' % (chain, table))
+    return done
+
+
+def clean(state_path=STATE_PATH, say=True):
+    """Remove what an earlier crashed run left; print (if say) and return
+    what went."""
     done = []
     state = State.load(state_path)
-    if state is not None:
+    live = state.runner_alive() if state is not None else None
+    if live:    # its network is in use, not left behind
+        print('not cleaning %s: run %d that wrote it is still alive'
+              % (state_path, live), file=sys.stderr, flush=True)
+    elif state is not None:
         done += state.clear()
     for name in _links():
         if MININET_INTF.match(name):
             subprocess.run(['ip', 'link', 'del', name], capture_output=True)
             done.append('interface %s' % name)
-    if done:
+    if done and say:
         print('cleaned leftovers of an earlier run: %s' % ', '.join(done),
               file=sys.stderr, flush=True)
     return done
