@@ -158,7 +158,8 @@ def _groups(df, keys, figures):
     out = {}
     if df.empty:
         return out
-    grouped = df.groupby(keys, dropna=False, sort=True) if keys else [((), df)]
+    by = keys[0] if len(keys) == 1 else keys    # one key: scalar group values
+    grouped = df.groupby(by, dropna=False, sort=True) if keys else [((), df)]
     for values, rows in grouped:
         values = values if isinstance(values, tuple) else (values,)
         text = ' '.join('%s=%s' % (k, v) for k, v in zip(keys, values)) or '(all rows)'
