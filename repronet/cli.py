@@ -75,7 +75,11 @@ def describe(path):
 def last_smoke_seconds(name, folder='results'):
     """Return (seconds, run dir) of the newest finished smoke run of name, or None."""
     best = None
-    for manifest in pathlib.Path(folder).glob('%s-*/manifest.json' % name):
+    try:
+        manifests = list(pathlib.Path(folder).glob('%s-*/manifest.json' % name))
+    except OSError:     # an unreadable results/ says nothing about the cost
+        return None
+    for manifest in manifests:
         try:
             data = json.loads(manifest.read_text())
             if data.get('status') != 'ok' or data['params'].get('scale') != 'smoke':

@@ -142,9 +142,11 @@ EOF
 step "command $BIN"
 # A wrapper, not a copy: it runs this checkout's code with the system interpreter, from any
 # directory (relative RUN_DIRs keep working), also under sudo (whose PATH has /usr/local/bin).
+# -P: the current directory is not put on sys.path, so another checkout's repronet/ in it is
+# never the one that runs.
 WRAPPER="#!/bin/sh
 # Written by vagrant/provision.sh: the repronet command line of the checkout $REPO.
-PYTHONPATH=\"$REPO\${PYTHONPATH:+:\$PYTHONPATH}\" exec $PY -m repronet \"\$@\"
+PYTHONPATH=\"$REPO\${PYTHONPATH:+:\$PYTHONPATH}\" exec $PY -P -m repronet \"\$@\"
 "
 if [ "$(cat "$BIN" 2>/dev/null || true)" = "${WRAPPER%$'\n'}" ]; then
     echo "$BIN already runs $REPO"
