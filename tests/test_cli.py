@@ -162,12 +162,18 @@ def test_lock_without_waiting_names_the_holder(tmp_path):
         pass
 
 
+def start_time(pid):
+    """Return the start time of pid in clock ticks (field 22 of /proc/PID/stat)."""
+    with open('/proc/%d/stat' % pid) as f:
+        return int(f.read().rsplit(')', 1)[1].split()[19])
+
+
 def test_state_knows_whether_its_runner_is_alive(tmp_path):
     child = subprocess.Popen(['sleep', '30'])
     try:
         state = leftovers.State(str(tmp_path / 'state.json'),
                                 {'runner': child.pid,
-                                 'runner_started': leftovers._start_time(child.pid),
+                                 'runner_started': start_time(child.pid),
                                  'pids': [], 'intfs': [], 'bridges': [],
                                  'ovs_bridges': []})
         assert state.runner_alive() == child.pid

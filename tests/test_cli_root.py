@@ -98,10 +98,13 @@ def remaining(pids, namespaces, state):
             if p in table and table[p][0] == started]
     left += ['process %d in namespace %d' % (p, info[2]) for p, info in table.items()
              if info[2] in namespaces]
-    links = leftovers._links()
+    links = subprocess.run(['ip', '-o', 'link', 'show'], capture_output=True,
+                           text=True).stdout
+    links = {line.split(': ')[1].split('@')[0] for line in links.splitlines()}
     left += ['interface ' + n for n in state['intfs'] + state['bridges'] if n in links]
-    left += ['OVS bridge ' + b for b in state['ovs_bridges']
-             if b in leftovers._ovs_bridges()]
+    bridges = subprocess.run(['ovs-vsctl', 'list-br'], capture_output=True,
+                             text=True).stdout.split()
+    left += ['OVS bridge ' + b for b in state['ovs_bridges'] if b in bridges]
     rules = subprocess.run(['iptables-save'], capture_output=True, text=True).stdout
     left += ['root iptables: ' + l for l in rules.splitlines() if 'REPRONET' in l]
     return left
