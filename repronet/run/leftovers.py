@@ -205,14 +205,13 @@ class State:
         for pid, started in self.data['pids']:
             if started is None or _start_time(pid) != started:
                 continue
-            name = _comm(pid)
             for kill in (os.killpg, os.kill):
                 try:
                     kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
             killed.append(pid)
-            done.append('process %d (%s)' % (pid, name))
+            done.append('process %d' % pid)
         for ns, intfs in self.data.get('namespaces', []):
             for pid in _in_namespace(ns, intfs):
                 name = _comm(pid)
