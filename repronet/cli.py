@@ -65,11 +65,22 @@ def describe(path):
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
                 isinstance(t, ast.Name) and t.id == 'scales' for t in node.targets):
-            try:
-                smoke = ast.literal_eval(node.value).get('smoke')
-            except (ValueError, TypeError, SyntaxError, AttributeError):
-                smoke = None
+            smoke = _literal_entry(node.value, 'smoke')
     return (doc[0] if doc else '(no docstring)'), smoke
+
+
+def _literal_entry(node, key):
+    """Return the literal value of key in a dict display node (other entries may be
+    expressions, e.g. dht8's defaults), or None."""
+    if not isinstance(node, ast.Dict):
+        return None
+    for k, v in zip(node.keys, node.values):
+        try:
+            if k is not None and ast.literal_eval(k) == key:
+                return ast.literal_eval(v)
+        except (ValueError, TypeError, SyntaxError):
+            continue
+    return None
 
 
 def last_smoke_seconds(name, folder='results'):

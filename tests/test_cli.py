@@ -74,6 +74,7 @@ def test_list_reads_docstrings_without_mininet_or_root(tmp_path):
         line = next(l for l in out.stdout.splitlines() if l.startswith(name + ' '))
         assert line.split(None, 1)[1] == doc.splitlines()[0]
     assert '--scale smoke sets --repeat 2 --duration 2' in out.stdout
+    assert '--scale smoke sets --servers 4 --peers 2 --files 100' in out.stdout
 
 
 def test_list_says_how_long_the_last_smoke_run_took(tmp_path):
