@@ -131,7 +131,7 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path, switch):
         state = json.load(f)
     pids = descendants(run.pid, processes())
     pids.update({pid: started for pid, started in state['pids'] if started})
-    namespaces = {ns for ns, _ in state['namespaces']}
+    namespaces = {ns for ns, _, _ in state['namespaces']}
     assert len(namespaces) == 2 and state['ovs_bridges'] == ['s1']
     names = {open('/proc/%d/comm' % p).read().strip() for p in pids}
     assert {'sleep', 'linkdelay'} <= names, names

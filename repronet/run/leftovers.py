@@ -176,10 +176,10 @@ class State:
             self.add_pid(pid, save=False)
         for key in ('intfs', 'bridges', 'ovs_bridges'):
             self.data[key] = sorted(set(self.data[key]) | set(found[key]))
-        known = {ns for ns, _ in self.data.setdefault('namespaces', [])}
-        for ns, intfs in _host_namespaces(network):
-            if ns not in known:
-                self.data['namespaces'].append([ns, intfs])
+        known = {entry[0] for entry in self.data.setdefault('namespaces', [])}
+        for entry in _host_namespaces(network):
+            if entry[0] not in known:
+                self.data['namespaces'].append(entry)
         self._save()
 
     def runner_alive(self):
@@ -212,8 +212,9 @@ class State:
                     pass
             killed.append(pid)
             done.append('process %d' % pid)
-        for ns, intfs in self.data.get('namespaces', []):
-            for pid in _in_namespace(ns, intfs):
+        by_ns = _pids_by_netns() if self.data.get('namespaces') else {}
+        for ns, intfs, host in self.data.get('namespaces', []):
+            for pid in _in_namespace(by_ns.get(ns, []), intfs):
                 name = _comm(pid)
                 try:
                     os.kill(pid, signal.SIGKILL)
@@ -221,7 +222,7 @@ class State:
                     continue
                 killed.append(pid)
                 done.append('process %d (%s) in the namespace of host %s'
-                            % (pid, name, intfs[0].split('-')[0]))
+                            % (pid, name, host))
         _wait_gone(killed)
         done += _drop_root_chains()
         existing = _ovs_bridges()
@@ -270,13 +271,25 @@ def _netns(pid):
 
 
 def _host_namespaces(network):
-    """Return [netns inode, interface names] of each host of a built network."""
+    """Return [netns inode, interface names, host name] of each host of a
+    built network."""
     out = []
     for host in getattr(getattr(network, 'net', None), 'hosts', None) or []:
         ns = _netns(host.pid) if getattr(host, 'pid', None) else None
         intfs = sorted(i.name for i in host.intfList() if i.name != 'lo')
         if ns is not None and intfs and ns != _netns(1):
-            out.append([ns, intfs])
+            out.append([ns, intfs, host.name])
+    return out
+
+
+def _pids_by_netns():
+    """Return {netns inode: [pids]} of every process but this one."""
+    out = {}
+    for entry in os.listdir('/proc'):
+        if entry.isdigit() and int(entry) != os.getpid():
+            ns = _netns(int(entry))
+            if ns is not None:
+                out.setdefault(ns, []).append(int(entry))
     return out
 
 
@@ -289,11 +302,9 @@ def _net_devices(pid):
         return set()
 
 
-def _in_namespace(ns, intfs):
-    """Return the PIDs in network namespace ns, if it still holds one of intfs
-    (a freed namespace inode can be reused by an unrelated namespace)."""
-    pids = [int(e) for e in os.listdir('/proc') if e.isdigit()]
-    pids = [p for p in pids if p != os.getpid() and _netns(p) == ns]
+def _in_namespace(pids, intfs):
+    """Return pids (all in one network namespace) if that namespace still holds
+    one of intfs: a freed namespace inode can be reused by an unrelated one."""
     if pids and set(intfs) & _net_devices(pids[0]):
         return pids
     return []
