@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from repronet.run import leftovers
+from repronet.run import leftovers, namespaces
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
@@ -196,3 +196,19 @@ def test_two_smoke_runs_compared_and_analysed_without_root(tmp_path):
         assert {p.name: p.read_bytes() for p in (copy / 'tables').glob('*.csv')} == tables
     finally:
         shutil.rmtree(copy.parent)
+
+
+@pytest.mark.root
+def test_clean_removes_old_capability_probe_namespaces():
+    old, young = 'rncap-clitest%d' % os.getpid(), 'rncap-cliyoung%d' % os.getpid()
+    subprocess.run(['ip', 'netns', 'add', old], check=True)
+    try:
+        time.sleep(2.5)
+        subprocess.run(['ip', 'netns', 'add', young], check=True)
+        done = namespaces.probe_namespaces(min_age=2)
+        assert any(item.startswith('namespace %s ' % old) for item in done), done
+        assert not os.path.exists('/run/netns/' + old)
+        assert os.path.exists('/run/netns/' + young)    # may be a live probe: kept
+    finally:
+        for name in (old, young):
+            subprocess.run(['ip', 'netns', 'del', name], capture_output=True)

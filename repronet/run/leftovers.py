@@ -30,7 +30,11 @@ that the namespace still holds one of those interfaces (namespace inodes are
 reused once freed).  With the last process gone the kernel deletes the
 namespace, its rules and its veth pairs.  iptables chains that repronet names
 (``REPRONET_*``) are removed from the root namespace too, should a version put
-them there.  ``repronet clean`` is this module's command line.
+them there, and so are the capability probe's named namespaces
+(``rncap-*``) older than ``PROBE_AGE`` seconds (left by a probe killed
+mid-way; a younger one may be a live probe, which runs without the lock).
+``repronet.run.namespaces`` finds both.  ``repronet clean`` is this
+module's command line.
 """
 
 import contextlib
@@ -41,7 +45,8 @@ import re
 import signal
 import subprocess
 import sys
-import time
+
+from repronet.run import namespaces
 
 LOCK_PATH = '/run/repronet.lock'
 STATE_PATH = '/run/repronet/state.json'
@@ -177,7 +182,7 @@ class State:
         for key in ('intfs', 'bridges', 'ovs_bridges'):
             self.data[key] = sorted(set(self.data[key]) | set(found[key]))
         known = {entry[0] for entry in self.data.setdefault('namespaces', [])}
-        for entry in _host_namespaces(network):
+        for entry in namespaces.host_namespaces(network):
             if entry[0] not in known:
                 self.data['namespaces'].append(entry)
         self._save()
@@ -212,10 +217,10 @@ class State:
                     pass
             killed.append(pid)
             done.append('process %d' % pid)
-        by_ns = _pids_by_netns() if self.data.get('namespaces') else {}
+        by_ns = namespaces.pids_by_netns() if self.data.get('namespaces') else {}
         for ns, intfs, host in self.data.get('namespaces', []):
-            for pid in _in_namespace(by_ns.get(ns, []), intfs):
-                name = _comm(pid)
+            for pid in namespaces.in_namespace(by_ns.get(ns, []), intfs):
+                name = namespaces.comm(pid)
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -223,7 +228,7 @@ class State:
                 killed.append(pid)
                 done.append('process %d (%s) in the namespace of host %s'
                             % (pid, name, host))
-        _wait_gone(killed)
+        namespaces.wait_gone(killed)
         done += _drop_root_chains()
         existing = _ovs_bridges()
         for br in self.data['ovs_bridges']:
@@ -252,81 +257,20 @@ class State:
         os.replace(tmp, self.path)
 
 
-def _comm(pid):
-    """Return the command name of pid ('?' if gone)."""
-    try:
-        with open('/proc/%d/comm' % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return '?'
 
 
-def _netns(pid):
-    """Return the network namespace inode of pid, or None."""
-    try:
-        link = os.readlink('/proc/%d/ns/net' % pid)
-    except OSError:
-        return None
-    return int(link[len('net:['):-1]) if link.startswith('net:[') else None
 
 
-def _host_namespaces(network):
-    """Return [netns inode, interface names, host name] of each host of a
-    built network."""
-    out = []
-    for host in getattr(getattr(network, 'net', None), 'hosts', None) or []:
-        ns = _netns(host.pid) if getattr(host, 'pid', None) else None
-        intfs = sorted(i.name for i in host.intfList() if i.name != 'lo')
-        if ns is not None and intfs and ns != _netns(1):
-            out.append([ns, intfs, host.name])
-    return out
 
 
-def _pids_by_netns():
-    """Return {netns inode: [pids]} of every process but this one."""
-    out = {}
-    for entry in os.listdir('/proc'):
-        if entry.isdigit() and int(entry) != os.getpid():
-            ns = _netns(int(entry))
-            if ns is not None:
-                out.setdefault(ns, []).append(int(entry))
-    return out
 
 
-def _net_devices(pid):
-    """Return the interface names pid sees in its network namespace."""
-    try:
-        with open('/proc/%d/net/dev' % pid) as f:
-            return {line.split(':')[0].strip() for line in f.readlines()[2:]}
-    except OSError:
-        return set()
 
 
-def _in_namespace(pids, intfs):
-    """Return pids (all in one network namespace) if that namespace still holds
-    one of intfs: a freed namespace inode can be reused by an unrelated one."""
-    if pids and set(intfs) & _net_devices(pids[0]):
-        return pids
-    return []
 
 
-def _wait_gone(pids, timeout=5.0):
-    """Wait until the killed pids have exited (their namespaces go with them)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not any(os.path.exists('/proc/%d' % p) and
-                   _state(p) not in ('Z', None) for p in pids):
-            return
-        time.sleep(0.05)
 
 
-def _state(pid):
-    """Return the one-letter state of pid, or None once it is gone."""
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return f.read().rsplit(')', 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
 
 
 def _drop_root_chains():
@@ -355,10 +299,12 @@ def _drop_root_chains():
     return done
 
 
-def clean(state_path=STATE_PATH, say=True):
+
+
+def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
     """Remove what an earlier crashed run left; print (if say) and return
     what went."""
-    done = []
+    done = namespaces.probe_namespaces(probe_age)
     state = State.load(state_path)
     live = state.runner_alive() if state is not None else None
     if live:    # its network is in use, not left behind
