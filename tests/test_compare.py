@@ -142,3 +142,17 @@ def test_cli_prints_the_table(tmp_path):
                          capture_output=True, text=True, cwd=REPO)
     assert cli.returncode == 0, cli.stderr
     assert cli.stdout == compare.format_comparison(compare.compare(a, b)) + '\n'
+
+
+def test_descriptions_are_not_keys(tmp_path):
+    # fidelity's targets table: a label, a free-text measurement that differs per run, a bool
+    a = make_run(tmp_path, 'a', {'targets': 'target,measured,pass\n'
+                                 'rtt 5 ms,median 10.4 ms,True\nloss 1 %,0.98 %,True\n'})
+    b = make_run(tmp_path, 'b', {'targets': 'target,measured,pass\n'
+                                 'rtt 5 ms,median 10.6 ms,True\nloss 1 %,1.31 %,False\n'})
+    result = compare.compare(a, b)
+    assert sorted(f.key for f in result.figures) == ['target=loss 1 %', 'target=rtt 5 ms']
+    loss = next(f for f in result.figures if f.key == 'target=loss 1 %')
+    assert (loss.column, loss.mean_a, loss.mean_b) == ('pass', 1.0, 0.0)
+    assert result.texts == {'targets': ['measured']} and not result.only_a
+    assert 'text, not compared: targets.csv measured' in compare.format_comparison(result)

@@ -6,9 +6,11 @@ numbers, up to the noise the experiment itself shows?  It reads only ``manifest.
 
 For each table both folders have:
 
-- key columns: the non-numeric columns, the numeric columns named after a run parameter
-  (``manifest['params']``) or a sweep value (a key of the point dicts in
-  ``logs/points.jsonl``), and columns whose name starts with ``configured``;
+- key columns: the numeric columns named after a run parameter (``manifest['params']``) or
+  a sweep value (a key of the point dicts in ``logs/points.jsonl``), columns whose name
+  starts with ``configured``, and the text columns that are labels: no more distinct values
+  over both runs than the longer table has rows (a text column with more, e.g. fidelity's
+  ``measured`` descriptions that differ in every run, is listed as not compared);
 - the repetition columns ``point``, ``repetition`` and ``seed`` are dropped: the rows of one
   folder that share a key are the repetitions of that configuration (a table without key
   columns is one group: all its rows);
@@ -85,6 +87,7 @@ class Comparison:
     only_a: dict        # table -> keys found only in A (tables only in A: ['*'])
     only_b: dict
     param_diffs: dict   # param -> (A value, B value)
+    texts: dict = dataclasses.field(default_factory=dict)   # table -> text result columns
 
 
 def _nan(x):
@@ -141,16 +144,23 @@ def _sweep_names(run_dir):
     return names
 
 
-def key_columns(df, names):
-    """Return the key columns of a table, given the run's parameter names."""
-    keys = []
-    for col in df.columns:
-        if col in REPEAT_COLUMNS:
+def key_columns(df_a, df_b, names):
+    """Return (key columns, text result columns) of a table present in both runs."""
+    keys, texts = [], []
+    for col in df_a.columns:
+        if col in REPEAT_COLUMNS or col not in df_b.columns:
             continue
-        numeric = pd.api.types.is_numeric_dtype(df[col])
-        if not numeric or col in names or str(col).startswith('configured'):
+        numeric = (pd.api.types.is_numeric_dtype(df_a[col])
+                   and pd.api.types.is_numeric_dtype(df_b[col]))
+        if numeric and (col in names or str(col).startswith('configured')):
             keys.append(col)
-    return keys
+        elif not numeric:
+            distinct = set(df_a[col].astype(str)) | set(df_b[col].astype(str))
+            if len(distinct) <= max(len(df_a), len(df_b)):
+                keys.append(col)
+            else:       # a description that differs in every run, not a label
+                texts.append(col)
+    return keys, texts
 
 
 def _groups(df, keys, figures):
@@ -194,9 +204,11 @@ def compare(run_a, run_b):
                          if k != 'out' and params_a.get(k) != params_b.get(k)})
     for table in sorted(set(tables_a) & set(tables_b)):
         df_a, df_b = tables_a[table], tables_b[table]
-        keys = [c for c in key_columns(df_a, names) if c in df_b.columns]
+        keys, texts = key_columns(df_a, df_b, names)
+        if texts:
+            result.texts[table] = texts
         figures = [c for c in df_a.columns if c in df_b.columns and c not in keys
-                   and c not in REPEAT_COLUMNS
+                   and c not in REPEAT_COLUMNS and c not in texts
                    and pd.api.types.is_numeric_dtype(df_a[c])
                    and pd.api.types.is_numeric_dtype(df_b[c])]
         a, b = _groups(df_a, keys, figures), _groups(df_b, keys, figures)
@@ -237,6 +249,8 @@ def format_comparison(c):
         mark = {True: '*', False: '', None: 'n/a'}[f.flagged]
         rows.append((f.key, f.column, _num(f.mean_a), _num(f.sd_a), str(f.n_a),
                      _num(f.mean_b), _num(f.sd_b), str(f.n_b), _num(f.ratio), mark))
+    for table, columns in sorted(c.texts.items()):
+        lines.append('text, not compared: %s.csv %s' % (table, ', '.join(columns)))
     for side, only in (('A', c.only_a), ('B', c.only_b)):
         for table, keys in sorted(only.items()):
             what = 'the whole table' if keys == ['*'] else '%d key(s): %s' % (
