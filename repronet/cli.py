@@ -183,7 +183,7 @@ def cmd_clean(argv):
         print('%s clean: needs root (it kills processes and deletes interfaces); run it '
               'with sudo' % PROG, file=sys.stderr)
         return 1
-    from repronet.run import leftovers
+    from repronet.run import leftovers, namespaces
     try:
         with leftovers.machine_lock(wait=False):
             state = leftovers.State.load()
@@ -192,7 +192,10 @@ def cmd_clean(argv):
                 print('%s clean: run %d is still alive and owns the network; stop it first '
                       '(Ctrl-C or kill -TERM %d)' % (PROG, live, live), file=sys.stderr)
                 return 1
-            done = leftovers.clean(say=False)
+            names = {} if state is None else {
+                'process %d' % pid: 'process %d (%s)' % (pid, namespaces.comm(pid))
+                for pid, _ in state.data.get('pids', [])}
+            done = [names.get(item, item) for item in leftovers.clean(say=False)]
     except leftovers.LockBusy as e:
         print('%s clean: a live run holds the machine lock (%s); wait for it to end or '
               'stop it first' % (PROG, e), file=sys.stderr)

@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -152,6 +153,7 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path, switch):
     assert out.returncode == 0, out.stderr
     assert 'removed' in out.stdout and 'OVS bridge s1' in out.stdout, out.stdout
     assert 'in the namespace of host h2' in out.stdout, out.stdout
+    assert re.search(r'^  process \d+ \(sleep\)$', out.stdout, re.M), out.stdout  # node
     deadline = time.monotonic() + 5
     while remaining(pids, namespaces, state) and time.monotonic() < deadline:
         time.sleep(0.1)
