@@ -113,7 +113,7 @@ def remaining(pids, namespaces, state):
 
 @pytest.mark.root
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize('switch', ['ovs', 'osken'])
+@pytest.mark.parametrize('switch', ['lxbr', 'ovs', 'osken'])
 def test_clean_removes_what_a_sigkilled_run_left(tmp_path, switch):
     assert repronet('clean').returncode == 0       # start from a clean machine
     experiment = tmp_path / 'crash.py'
@@ -133,7 +133,8 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path, switch):
     pids = descendants(run.pid, processes())
     pids.update({pid: started for pid, started in state['pids'] if started})
     namespaces = {ns for ns, _, _ in state['namespaces']}
-    assert len(namespaces) == 2 and state['ovs_bridges'] == ['s1']
+    assert len(namespaces) == 2
+    assert state['ovs_bridges' if switch != 'lxbr' else 'bridges'] == ['s1']
     names = {open('/proc/%d/comm' % p).read().strip() for p in pids}
     assert {'sleep', 'linkdelay'} <= names, names
     if switch == 'osken':
@@ -147,11 +148,17 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path, switch):
     run.wait()
     before = remaining(pids, namespaces, state)
     assert any('namespace' in item for item in before), before   # h2's background sleep
-    assert 'OVS bridge s1' in before, before
+    assert ('OVS bridge s1' if switch != 'lxbr' else 'interface s1') in before, before
+    # the background sleep keeps h2's namespace, and its delay rules, alive
+    h2 = next(int(item.split()[1]) for item in before if 'namespace' in item)
+    rules = subprocess.run(['nsenter', '--net=/proc/%d/ns/net' % h2, 'iptables-save',
+                            '-t', 'raw'], capture_output=True, text=True).stdout
+    assert 'REPRONET_LINKDELAY' in rules, rules
 
     out = repronet('clean')
     assert out.returncode == 0, out.stderr
-    assert 'removed' in out.stdout and 'OVS bridge s1' in out.stdout, out.stdout
+    assert 'removed' in out.stdout, out.stdout
+    assert ('OVS bridge s1' if switch != 'lxbr' else 'interface s1') in out.stdout
     assert 'in the namespace of host h2' in out.stdout, out.stdout
     assert re.search(r'^  process \d+ \(sleep\)$', out.stdout, re.M), out.stdout  # node
     deadline = time.monotonic() + 5
