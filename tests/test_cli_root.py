@@ -153,7 +153,7 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path, switch):
     h2 = next(int(item.split()[1]) for item in before if 'namespace' in item)
     rules = subprocess.run(['nsenter', '--net=/proc/%d/ns/net' % h2, 'iptables-save',
                             '-t', 'raw'], capture_output=True, text=True).stdout
-    assert 'REPRONET_LINKDELAY' in rules, rules
+    assert 'NFQUEUE' in rules, rules
 
     out = repronet('clean')
     assert out.returncode == 0, out.stderr
