@@ -1,4 +1,5 @@
-"""The install path: options parsed before anything changes; a second run changes nothing."""
+"""The install path: options parsed before anything changes; a second run changes nothing;
+the repronet command it installs runs this checkout."""
 
 import os
 import subprocess
@@ -7,6 +8,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO, 'vagrant', 'provision.sh')
+BIN = '/usr/local/bin/repronet'
 
 
 def provision(*args):
@@ -27,11 +29,8 @@ def test_help_and_bad_option_change_nothing():
     assert bad.returncode == 2 and "unknown option '--frobnicate'" in bad.stderr
 
 
+@pytest.mark.root
 def test_second_run_changes_nothing():
-    if os.geteuid() != 0:
-        if os.environ.get('CI', '').lower() in ('true', '1', 'yes'):
-            pytest.fail('CI=true but not root: provision.sh cannot be checked')
-        pytest.skip('provision.sh needs root')
     site = subprocess.run(['/usr/bin/python3', '-c',
                            'import site; print(site.getsitepackages()[0])'],
                           capture_output=True, text=True, check=True).stdout.strip()
@@ -39,6 +38,7 @@ def test_second_run_changes_nothing():
     first = provision()
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     before = os.stat(pth).st_mtime_ns
+    wrapper_before = os.stat(BIN).st_mtime_ns
     second = provision()
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     out = second.stdout
@@ -49,3 +49,27 @@ def test_second_run_changes_nothing():
     if os.path.exists(os.path.join(REPO, 'repronet', 'emu', 'linkdelay', 'Makefile')):
         assert 'is up to date' in out or 'Nothing to be done' in out
     assert os.stat(pth).st_mtime_ns == before
+    assert '%s already runs %s' % (BIN, REPO) in out
+    assert os.stat(BIN).st_mtime_ns == wrapper_before
+
+
+@pytest.mark.root
+def test_installs_the_repronet_command(tmp_path):
+    if os.path.exists(BIN):
+        os.unlink(BIN)
+    done = provision()
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert 'wrote %s -> %s' % (BIN, REPO) in done.stdout
+    assert os.access(BIN, os.X_OK)
+    # from another directory, as another user, with another checkout's repronet/ in the
+    # current directory: still this checkout's command line
+    (tmp_path / 'repronet').mkdir()
+    (tmp_path / 'repronet' / '__init__.py').write_text('raise SystemExit("wrong checkout")\n')
+    os.chmod(tmp_path, 0o755)
+    shown = subprocess.run(['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups',
+                            BIN, '--help'], capture_output=True, text=True, cwd=tmp_path,
+                           env={'PATH': '/usr/bin:/bin'})
+    assert shown.returncode == 0, shown.stderr
+    assert 'compare RUN_A RUN_B' in shown.stdout
+    listed = subprocess.run([BIN, 'list'], capture_output=True, text=True, cwd=tmp_path)
+    assert listed.returncode == 0 and listed.stdout.startswith('dht8 '), listed.stderr

@@ -2,7 +2,8 @@
 # repronet's one install path: Debian 12 (bookworm) or Ubuntu 22.04+ (universe enabled).
 #
 #   bash vagrant/provision.sh            set up: packages, Open vSwitch, link-delay daemon,
-#                                        project importable by /usr/bin/python3, capability report
+#                                        project importable by /usr/bin/python3, the command
+#                                        /usr/local/bin/repronet, capability report
 #   bash vagrant/provision.sh --test     set up, then run the test suite
 #   bash vagrant/provision.sh --run      set up, then run the main experiment at default size
 #   bash vagrant/provision.sh --run -- --scale smoke    (arguments after -- go to the experiment)
@@ -15,6 +16,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY=/usr/bin/python3
 OVS_CTL=/usr/share/openvswitch/scripts/ovs-ctl
+BIN=/usr/local/bin/repronet
 PACKAGES=(
     mininet openvswitch-switch
     python3-os-ken python3-scapy python3-numpy python3-pandas python3-matplotlib
@@ -26,7 +28,7 @@ PACKAGES=(
 )
 
 usage() {
-    sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 ARGS=("$@")
@@ -136,9 +138,30 @@ print('import repronet -> %s' % found)
 EOF
 )
 
+# ---- the repronet command ------------------------------------------------------------------
+step "command $BIN"
+# A wrapper, not a copy: it runs this checkout's code with the system interpreter, from any
+# directory (relative RUN_DIRs keep working), also under sudo (whose PATH has /usr/local/bin).
+# -P: the current directory is not put on sys.path, so another checkout's repronet/ in it is
+# never the one that runs.
+WRAPPER="#!/bin/sh
+# Written by vagrant/provision.sh: the repronet command line of the checkout $REPO.
+PYTHONPATH=\"$REPO\${PYTHONPATH:+:\$PYTHONPATH}\" exec $PY -P -m repronet \"\$@\"
+"
+if [ "$(cat "$BIN" 2>/dev/null || true)" = "${WRAPPER%$'\n'}" ]; then
+    echo "$BIN already runs $REPO"
+else
+    mkdir -p "$(dirname "$BIN")"
+    printf '%s' "$WRAPPER" > "$BIN.tmp"
+    chmod 755 "$BIN.tmp"
+    mv -f "$BIN.tmp" "$BIN"
+    echo "wrote $BIN -> $REPO"
+fi
+"$BIN" --help | sed -n 1p   # reads all: no broken pipe under pipefail
+
 # ---- what this host can do -----------------------------------------------------------------
 step "capabilities"
-(cd "$REPO" && "$PY" -m repronet.emu.capabilities)
+(cd "$REPO" && "$BIN" caps)
 step "setup done"
 
 # ---- optional: tests / main experiment -------------------------------------------------------

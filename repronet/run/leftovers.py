@@ -17,6 +17,24 @@ interfaces and removes the file.  ``clean()`` also deletes Mininet-style
 ``*-eth*`` interfaces in the root namespace, which only a crashed run can have
 left while we hold the lock.  Processes are found by recorded PID, never by a
 name pattern.
+
+A SIGKILLed runner takes its host shells and delay daemons with it (their
+pty or stdin closes), but not what it started in other sessions: node
+processes, the controller, and anything an experiment started in the
+background in a host (``host.cmd('... &')``).  One such process keeps its
+host's network namespace alive, and with it the namespace's iptables rules
+and the switch-side veth end.  So the state also records each host's network
+namespace (its ``/proc/PID/ns/net`` inode) with the host's interface names;
+``clear()`` kills every process still in such a namespace, after checking
+that the namespace still holds one of those interfaces (namespace inodes are
+reused once freed).  With the last process gone the kernel deletes the
+namespace, its rules and its veth pairs.  iptables chains that repronet names
+(``REPRONET_*``) are removed from the root namespace too, should a version put
+them there, and so are the capability probe's named namespaces
+(``rncap-*``) older than ``PROBE_AGE`` seconds (left by a probe killed
+mid-way; a younger one may be a live probe, which runs without the lock).
+``repronet.run.namespaces`` finds both.  ``repronet clean`` is this
+module's command line.
 """
 
 import contextlib
@@ -28,8 +46,11 @@ import signal
 import subprocess
 import sys
 
+from repronet.run import namespaces
+
 LOCK_PATH = '/run/repronet.lock'
 STATE_PATH = '/run/repronet/state.json'
+CHAIN_PREFIX = 'REPRONET_'
 MININET_INTF = re.compile(r'^[^@\s]+-eth\d+$')
 
 
@@ -66,9 +87,21 @@ def _ancestors():
     return pids
 
 
+class LockBusy(RuntimeError):
+    """Another process (not an ancestor) holds the machine lock."""
+
+    def __init__(self, path, holders):
+        super().__init__('%s is held by pid %s' % (
+            path, ', '.join(map(str, sorted(holders))) or '?'))
+        self.holders = holders
+
+
 @contextlib.contextmanager
-def machine_lock(path=LOCK_PATH):
-    """Hold the machine-wide lock; say so when waiting for another run."""
+def machine_lock(path=LOCK_PATH, wait=True):
+    """Hold the machine-wide lock; say so when waiting for another run.
+
+    With wait=False, raise LockBusy instead of waiting (``repronet clean``
+    must not touch the network of a live run)."""
     held_by_parent = _lock_holders(path) & _ancestors()
     if held_by_parent:
         print('using %s held by parent process %s' % (
@@ -80,6 +113,8 @@ def machine_lock(path=LOCK_PATH):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if not wait:
+                raise LockBusy(path, _lock_holders(path))
             holders = ', '.join(map(str, sorted(_lock_holders(path)))) or '?'
             print('waiting for %s: another run holds it (pid %s)'
                   % (path, holders), flush=True)
@@ -125,8 +160,10 @@ class State:
 
     def __init__(self, path=STATE_PATH, data=None):
         self.path = path
-        self.data = data or {'runner': os.getpid(), 'pids': [], 'intfs': [],
-                             'bridges': [], 'ovs_bridges': []}
+        self.data = data or {'runner': os.getpid(),
+                             'runner_started': _start_time(os.getpid()),
+                             'pids': [], 'intfs': [], 'bridges': [],
+                             'ovs_bridges': [], 'namespaces': []}
 
     @classmethod
     def load(cls, path=STATE_PATH):
@@ -144,7 +181,19 @@ class State:
             self.add_pid(pid, save=False)
         for key in ('intfs', 'bridges', 'ovs_bridges'):
             self.data[key] = sorted(set(self.data[key]) | set(found[key]))
+        known = {entry[0] for entry in self.data.setdefault('namespaces', [])}
+        for entry in namespaces.host_namespaces(network):
+            if entry[0] not in known:
+                self.data['namespaces'].append(entry)
         self._save()
+
+    def runner_alive(self):
+        """Return the recorded runner's PID if that very process still runs."""
+        pid, started = self.data.get('runner'), self.data.get('runner_started')
+        if pid and started is not None and _start_time(pid) == started \
+                and pid != os.getpid():
+            return pid
+        return None
 
     def add_pid(self, pid, save=True):
         """Record one process (with its start time)."""
@@ -157,6 +206,7 @@ class State:
     def clear(self):
         """Kill recorded processes, delete recorded links; return a summary."""
         done = []
+        killed = []
         for pid, started in self.data['pids']:
             if started is None or _start_time(pid) != started:
                 continue
@@ -165,7 +215,21 @@ class State:
                     kill(pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+            killed.append(pid)
             done.append('process %d' % pid)
+        by_ns = namespaces.pids_by_netns() if self.data.get('namespaces') else {}
+        for ns, intfs, host in self.data.get('namespaces', []):
+            for pid in namespaces.in_namespace(by_ns.get(ns, []), intfs):
+                name = namespaces.comm(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+                killed.append(pid)
+                done.append('process %d (%s) in the namespace of host %s'
+                            % (pid, name, host))
+        namespaces.wait_gone(killed)
+        done += _drop_root_chains()
         existing = _ovs_bridges()
         for br in self.data['ovs_bridges']:
             if br in existing:
@@ -193,17 +257,66 @@ class State:
         os.replace(tmp, self.path)
 
 
-def clean(state_path=STATE_PATH):
-    """Remove what an earlier crashed run left; print and return what went."""
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+
+def _drop_root_chains():
+    """Remove iptables chains named REPRONET_* from the root namespace."""
     done = []
+    for table in ('raw', 'filter', 'mangle', 'nat'):
+        try:
+            out = subprocess.run(['iptables-save', '-t', table],
+                                 capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return done
+        chains = [line[1:].split()[0] for line in out.stdout.splitlines()
+                  if line.startswith(':' + CHAIN_PREFIX)]
+        for line in out.stdout.splitlines():
+            fields = line.split()
+            if (line.startswith('-A ') and '-j' in fields
+                    and fields[fields.index('-j') + 1] in chains):
+                subprocess.run(['iptables', '-w', '-t', table, '-D']
+                               + fields[1:], capture_output=True)
+        for chain in chains:
+            subprocess.run(['iptables', '-w', '-t', table, '-F', chain],
+                           capture_output=True)
+            subprocess.run(['iptables', '-w', '-t', table, '-X', chain],
+                           capture_output=True)
+            done.append('iptables chain %s (table %s)' % (chain, table))
+    return done
+
+
+
+
+def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
+    """Remove what an earlier crashed run left; print (if say) and return
+    what went."""
+    done = namespaces.probe_namespaces(probe_age)
     state = State.load(state_path)
-    if state is not None:
+    live = state.runner_alive() if state is not None else None
+    if live:    # its network is in use, not left behind
+        print('not cleaning %s: run %d that wrote it is still alive'
+              % (state_path, live), file=sys.stderr, flush=True)
+    elif state is not None:
         done += state.clear()
     for name in _links():
         if MININET_INTF.match(name):
             subprocess.run(['ip', 'link', 'del', name], capture_output=True)
             done.append('interface %s' % name)
-    if done:
+    if done and say:
         print('cleaned leftovers of an earlier run: %s' % ', '.join(done),
               file=sys.stderr, flush=True)
     return done

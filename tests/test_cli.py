@@ -1,0 +1,190 @@
+"""The repronet command line: help, list, run, caps, analyse, clean (without root here;
+the root tests are in tests/test_cli_root.py)."""
+
+import ast
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+
+from repronet.run import leftovers
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
+
+
+def repronet(*args, cwd=None, user=None, timeout=120):
+    """Run `python -P -m repronet ARGS` from this checkout (as user 'nobody' if asked)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE='1')
+    argv = [sys.executable, '-P', '-m', 'repronet'] + list(args)
+    if user == 'nobody':
+        if os.geteuid() != 0:
+            pytest.skip('running as another user needs root')
+        argv = NOBODY + argv
+    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd or '/',
+                          env=env, timeout=timeout)
+
+
+def script(name, *args, user=None):
+    """Run topologies/NAME.py ARGS directly, the way the README says."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
+    argv = [sys.executable, str(REPO / 'topologies' / (name + '.py'))] + list(args)
+    if user == 'nobody':
+        argv = NOBODY + argv
+    return subprocess.run(argv, capture_output=True, text=True, cwd='/', env=env,
+                          timeout=120)
+
+
+def test_help_lists_every_command():
+    out = repronet('--help')
+    assert out.returncode == 0 and out.stderr == ''
+    for command in ('run', 'list', 'caps', 'clean', 'analyse', 'compare'):
+        lines = [l for l in out.stdout.splitlines() if l.startswith('  %s ' % command)]
+        assert len(lines) == 1 and len(lines[0].split()) > 2, out.stdout
+
+
+def test_no_command_and_unknown_command():
+    bare = repronet()
+    assert bare.returncode == 2 and 'usage: repronet COMMAND' in bare.stderr
+    bad = repronet('frobnicate')
+    assert bad.returncode == 2 and bad.stdout == ''
+    assert bad.stderr == ("repronet: unknown command 'frobnicate'; commands: run, list, caps, "
+                          "clean, analyse, compare (see repronet --help)\n")
+
+
+def test_list_reads_docstrings_without_mininet_or_root(tmp_path):
+    code = ('import sys\nfrom repronet.cli import main\nmain(["list"])\n'
+            'assert "mininet" not in sys.modules, "list imported mininet"\n')
+    inproc = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert inproc.returncode == 0, inproc.stderr
+    out = repronet('list', user='nobody', cwd=str(tmp_path)) if os.geteuid() == 0 \
+        else repronet('list', cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == inproc.stdout
+    names = sorted(p.stem for p in (REPO / 'topologies').glob('*.py')
+                   if not p.stem.startswith('_'))
+    assert names and {'smoke', 'fidelity', 'dht8'} <= set(names)
+    for name in names:
+        doc = ast.get_docstring(ast.parse((REPO / 'topologies' / (name + '.py')).read_text()))
+        line = next(l for l in out.stdout.splitlines() if l.startswith(name + ' '))
+        assert line.split(None, 1)[1] == doc.splitlines()[0]
+    assert '--scale smoke sets --repeat 2 --duration 2' in out.stdout
+    assert '--scale smoke sets --servers 4 --peers 2 --files 100' in out.stdout
+
+
+def test_list_says_how_long_the_last_smoke_run_took(tmp_path):
+    for name, started, ended, scale in (('smoke-1', '2026-01-01T10:00:00.000Z',
+                                         '2026-01-01T10:00:31.000Z', 'smoke'),
+                                        ('smoke-2', '2026-01-01T11:00:00.000Z',
+                                         '2026-01-01T11:05:00.000Z', 'default')):
+        run = tmp_path / 'results' / name
+        run.mkdir(parents=True)
+        (run / 'manifest.json').write_text(json.dumps(
+            {'experiment': 'smoke', 'status': 'ok', 'params': {'scale': scale},
+             'started_at': started, 'ended_at': ended}))
+    out = repronet('list', cwd=str(tmp_path))
+    assert 'last smoke run took 31 s (results/smoke-1)' in out.stdout, out.stdout
+
+
+def test_run_unknown_experiment_is_one_sentence():
+    known = ', '.join(sorted(p.stem for p in (REPO / 'topologies').glob('*.py')
+                             if not p.stem.startswith('_')))
+    assert known.startswith('dht8, fidelity, ')
+    out = repronet('run', 'nosuch', '--scale', 'smoke')
+    assert out.returncode == 2 and out.stdout == ''
+    assert out.stderr == ("repronet: unknown experiment 'nosuch'; known experiments: %s\n"
+                          % known)
+    bare = repronet('run')
+    assert bare.returncode == 2 and 'known experiments: %s\n' % known in bare.stderr
+
+
+@pytest.mark.parametrize('args', [['--help'], ['--repeat', '0'], ['--switch', 'nope']])
+def test_run_is_the_script(args):
+    via_cli = repronet('run', 'smoke', *args)
+    direct = script('smoke', *args)
+    assert (via_cli.returncode, via_cli.stdout, via_cli.stderr) == \
+        (direct.returncode, direct.stdout, direct.stderr)
+    assert via_cli.returncode == (0 if args == ['--help'] else 2)
+
+
+def test_run_passes_the_exit_status_without_root():
+    if os.geteuid() != 0:
+        pytest.skip('already not root: covered by test_run_is_the_script')
+    via_cli = repronet('run', 'smoke', '--scale', 'smoke', user='nobody')
+    direct = script('smoke', '--scale', 'smoke', user='nobody')
+    assert via_cli.returncode == direct.returncode == 1
+    assert via_cli.stderr == direct.stderr and 'needs root' in via_cli.stderr
+
+
+def test_caps_is_the_capability_report():
+    via_cli = repronet('caps', '--json')
+    direct = subprocess.run([sys.executable, '-m', 'repronet.emu.capabilities', '--json'],
+                            capture_output=True, text=True, cwd=str(REPO))
+    assert via_cli.returncode == direct.returncode == 0
+    assert json.loads(via_cli.stdout) == json.loads(direct.stdout)
+    text = repronet('caps')
+    assert text.stdout.startswith('repronet capability report')
+
+
+def test_analyse_bad_folder_is_one_line(tmp_path):
+    out = repronet('analyse', str(tmp_path / 'missing'))
+    assert out.returncode == 1 and out.stdout == ''
+    assert out.stderr.count('\n') == 1 and 'missing' in out.stderr
+
+
+def test_clean_refuses_without_root():
+    out = repronet('clean', user='nobody')
+    assert out.returncode == 1 and out.stdout == ''
+    assert out.stderr == ('repronet clean: needs root (it kills processes and deletes '
+                          'interfaces); run it with sudo\n')
+    extra = repronet('clean', '--all')
+    assert extra.returncode == 2 and 'clean takes no arguments' in extra.stderr
+
+
+def test_lock_without_waiting_names_the_holder(tmp_path):
+    lock = tmp_path / 'lock'
+    code = ('import fcntl, os, sys, time\n'
+            'fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n'
+            'fcntl.flock(fd, fcntl.LOCK_EX)\nprint("held", flush=True)\ntime.sleep(30)\n')
+    holder = subprocess.Popen([sys.executable, '-c', code, str(lock)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == 'held\n'
+        with pytest.raises(leftovers.LockBusy) as busy:
+            with leftovers.machine_lock(str(lock), wait=False):
+                pass
+        assert busy.value.holders == {holder.pid} and str(lock) in str(busy.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    with leftovers.machine_lock(str(lock), wait=False):    # free again: taken at once
+        pass
+
+
+def start_time(pid):
+    """Return the start time of pid in clock ticks (field 22 of /proc/PID/stat)."""
+    with open('/proc/%d/stat' % pid) as f:
+        return int(f.read().rsplit(')', 1)[1].split()[19])
+
+
+def test_state_knows_whether_its_runner_is_alive(tmp_path):
+    child = subprocess.Popen(['sleep', '30'])
+    try:
+        state = leftovers.State(str(tmp_path / 'state.json'),
+                                {'runner': child.pid,
+                                 'runner_started': start_time(child.pid),
+                                 'pids': [], 'intfs': [], 'bridges': [],
+                                 'ovs_bridges': []})
+        assert state.runner_alive() == child.pid
+        state.data['runner_started'] += 1      # same PID, another process
+        assert state.runner_alive() is None
+        state.data['runner_started'] -= 1
+    finally:
+        child.kill()
+        child.wait()
+    assert state.runner_alive() is None
