@@ -221,6 +221,37 @@ def _leftover_processes(marker):
     return found
 
 
+def _failover_from_logs(out, timeout):
+    """Check each failover point from the raw logs; return the fault kinds seen.
+
+    At the fault some searches must be in flight (started before it, finished after it),
+    searches must go on succeeding after it, none answered by the failed server after it,
+    and a hung or cut server must cost a waiting search the client's timeout."""
+    seen = []
+    for line in (out / 'logs' / 'points.jsonl').read_text().splitlines():
+        record = json.loads(line)
+        point, result = record['point'], record['result']
+        if point['part'] != 'failover':
+            continue
+        fault = result['kill']
+        assert fault['fault'] == point['fault']
+        victim = fault['server'].rsplit('-', 1)[-1]
+        ops = []
+        for name in dht8_points.node_names(point)['clients'].values():
+            ops += [r for r in map(json.loads, (out / 'logs' / (name + '.jsonl'))
+                                   .read_text().splitlines()) if r.get('event') == 'op']
+        assert ops and all(r['ok'] for r in ops), (point['fault'], ops)
+        spanning = [r for r in ops if r['t'] - r['latency'] <= fault['t'] <= r['t']]
+        after = [r for r in ops if r['t'] - r['latency'] > fault['t']]
+        assert spanning, 'no search in flight at the %s fault' % point['fault']
+        assert after and not [r for r in after if r['server'] == victim]
+        if point['fault'] in ('hang', 'cut'):
+            assert max(r['latency'] for r in spanning) >= timeout * 0.9
+            assert 'ended' in fault           # SIGCONT sent / link back up
+        seen.append(point['fault'])
+    return seen
+
+
 @pytest.mark.root
 @pytest.mark.timeout(900)    # includes waiting for the machine lock; the run takes ~20 s
 def test_smoke_run_end_to_end(tmp_path):
@@ -248,8 +279,9 @@ def test_smoke_run_end_to_end(tmp_path):
     assert capture['matches'].all() and len(capture) == 4
     assert (capture['kernel_drops'] == 0).all()
     failover = pd.read_csv(out / 'tables' / 'failover.csv')
-    assert len(failover) == 1 and failover['failed'].iloc[0] == 0
-    assert failover['searches'].iloc[0] == failover['ok'].iloc[0] > 0
+    assert len(failover) == 3 and (failover['failed'] == 0).all()
+    assert sorted(_failover_from_logs(out, float(manifest['params']['timeout']))) == [
+        'cut', 'hang', 'kill']
     assert (out / 'report.md').exists()
     assert not _leftover_processes(str(work))
     assert subprocess.run(['ip', 'link', 'show', 'sw1-eth1'], capture_output=True

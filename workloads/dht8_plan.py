@@ -147,20 +147,32 @@ def disk_needs(params, values):
     return out
 
 
-#: Rough seconds per operation, and per point for starting its nodes (see estimate()).
-OP_SECONDS = {('register', True): 0.0002, ('register', False): 0.0013,
-              ('search', True): 0.0006, ('download', True): 0.003}
-POINT_START_S = 2.0
+#: Seconds per operation of one client, and to start one node (server, client, peer) or
+#: one capture; from ``logs/points.jsonl`` of ``topologies/dht8.py --scale smoke`` (4
+#: servers, 2 peers, 100 files; this machine, 2 cores): timed parts 0.05 s for 100 batched
+#: registers, 0.1 s for 100 unbatched ones or 100 searches (the wait loop's resolution), and
+#: about 0.4 s outside the timed part for 6 nodes, 1.25 s more with captures.
+OP_SECONDS = {'register batched': 0.0005, 'register': 0.001, 'search': 0.001,
+              'download': 0.0015}
+NODE_START_S, CAPTURE_START_S = 0.07, 1.25
 
 
 def estimate_seconds(point, files, nbytes, params):
-    """Return a point's expected length: node start, operations, bytes over the link."""
-    ops = PING_SEARCHES if point['part'] == 'ping' and point['op'] == 'search' else files
-    per_op = OP_SECONDS.get((point['op'], point['batch']), OP_SECONDS[('search', True)])
-    seconds = POINT_START_S + ops * per_op * (1 + point['replicas'])
-    if point['op'] != 'register':
-        seconds += files * OP_SECONDS[('register', True)]       # untimed setup
-    if point['op'] == 'download':
+    """Return a point's rough length: node start, operations, its bytes over one link.
+
+    Clients run at once and each uses its own link, so the point lasts about as long as
+    one client: its operations, plus its bytes at --bw; a hung or cut server costs the
+    clients waiting on it one --timeout."""
+    op = point['op']
+    ops = PING_SEARCHES if point['part'] == 'ping' and op == 'search' else files
+    per_op = OP_SECONDS['register batched' if op == 'register' and point['batch'] else op]
+    nodes = point['servers'] + 2 * point['peers']      # servers, clients, setup/peers
+    seconds = nodes * NODE_START_S + ops * per_op * (1 + point['replicas'])
+    if point['part'] == 'capture':
+        seconds += CAPTURE_START_S
+    if op != 'register':
+        seconds += files * OP_SECONDS['register batched']       # untimed setup
+    if op == 'download':
         seconds += nbytes * 8 / ((params.bw or BW_MAX_MBIT) * 1e6)
     if point.get('fault') in ('hang', 'cut'):
         seconds += params.timeout

@@ -187,11 +187,12 @@ class Point:
         victim = None
         if point['part'] == 'failover':
             victim = servers[self.servers.index(choose_victim(self.servers, self.rng))]
-        for node in clients:                # ready before the timed part starts
+        for node in clients:        # ready (connected) before the timed part starts
             node.wait_ready(120)
         baseline = self._client_packets() if victim is not None else 0
-        with ctx.timed():
-            ctx.release(clients, timeout=120)
+        with ctx.timed():           # the barrier's release, without its readiness wait
+            for node in clients:
+                node.go()
             released = time.time()
             self._wait(clients, released, (victim, baseline, searches), downloads)
             finished = time.time()
@@ -244,7 +245,7 @@ class Point:
             if time.time() > deadline:
                 raise RuntimeError('%s: clients still running %.0f s after the release'
                                    % (self.tag, time.time() - released))
-            time.sleep(0.002 if victim is not None and self.fault is None else 0.05)
+            time.sleep(0.002 if victim is not None and self.fault is None else 0.005)
         if victim is not None and self.fault is None:
             raise RuntimeError('%s: the clients finished before the %s fault was '
                                'injected (%d searches)' % (self.tag, self.point['fault'],
@@ -260,13 +261,15 @@ class Point:
         return total
 
     def _inject(self, victim, released):
-        """Apply the point's fault to victim now; remember how to undo it."""
+        """Apply the point's fault to victim now; remember how to undo it.
+
+        The record's ``t`` is when the fault is complete (a link cut takes two shell
+        commands); ``began`` is when it started."""
         kind = self.point['fault']
         host = victim.name.rsplit('-', 1)[-1]
-        t = time.time()
+        began = time.time()
         if kind == 'kill':
             os.kill(victim.pid, signal.SIGKILL)
-            victim.wait(timeout=10)
         elif kind == 'hang':
             os.kill(victim.pid, signal.SIGSTOP)
             self._undo = lambda: os.kill(victim.pid, signal.SIGCONT)
@@ -275,8 +278,11 @@ class Point:
             self._undo = lambda: self.ctx.net.configLinkStatus(host, SWITCH, 'up')
         else:
             raise ValueError('unknown fault %r (one of %s)' % (kind, ', '.join(FAULTS)))
+        t = time.time()
         self.fault = {'fault': kind, 'server': victim.name, 't': round(t, 6),
-                      'after_release': round(t - released, 6)}
+                      'began': round(began, 6), 'after_release': round(t - released, 6)}
+        if kind == 'kill':
+            victim.wait(timeout=10)
 
     def _end_fault(self):
         """Undo a hang or a cut (SIGCONT, link up) so teardown and later points are clean."""
