@@ -240,8 +240,8 @@ class Point:
                 self._inject(victim, released)
             if downloads and time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + HEARTBEAT_POLL_S
-                self.ctx.heartbeat('%.1f' % (_folder_bytes(downloads) / 1e6),
-                                   '%.1f' % (total_bytes / 1e6), ' MB downloaded')
+                self.ctx.heartbeat(round(_folder_bytes(downloads) / 1e6, 1),
+                                   round(total_bytes / 1e6, 1), ' MB downloaded')
             if time.time() > deadline:
                 raise RuntimeError('%s: clients still running %.0f s after the release'
                                    % (self.tag, time.time() - released))
