@@ -334,7 +334,7 @@ def test_workdir_that_is_a_file_or_under_one_is_refused(tmp_path):
             dht8.Dht8().check(_params(workdir=str(workdir)))
 
 
-def test_files_that_do_not_fit_memory_or_disk_are_refused(tmp_path):
+def test_files_that_do_not_fit_memory_or_disk_or_a_read_only_workdir(tmp_path):
     # 64 peers x 1M files x (300 x 64 + 500) bytes is far beyond any machine's memory
     with pytest.raises(UsageError, match='GB for the index'):
         dht8.Dht8().check(_params(peers=64, servers=64, replicas=63, files=10 ** 6,
@@ -348,6 +348,9 @@ def test_files_that_do_not_fit_memory_or_disk_are_refused(tmp_path):
     try:
         with pytest.raises(UsageError, match='needs .* GB for file sets and downloads'):
             dht8.Dht8().check(_params(workdir=str(tiny / 'work')))
+        subprocess.run(['mount', '-o', 'remount,ro', str(tiny)], check=True)
+        with pytest.raises(UsageError, match='is not writable'):
+            dht8.Dht8().check(_params(files=10, part2_sets='A', workdir=str(tiny / 'w')))
     finally:
         subprocess.run(['umount', str(tiny)], check=True)
 
@@ -364,10 +367,16 @@ def test_good_parameters_pass_and_build_the_topology(tmp_path):
 
 def test_main_refuses_bad_flags_before_the_lock_and_the_results_folder(tmp_path):
     out = tmp_path / 'run'
-    proc = subprocess.run([sys.executable, 'topologies/dht8.py', '--files', '1000000000000',
-                           '--out', str(out), '--workdir', str(tmp_path / 'w')],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
+    # As an unprivileged user: were the check missing, the run would stop at "needs root"
+    # (exit 1) instead of building a network for a trillion files.
+    drop = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] if (
+        os.geteuid() == 0) else []
+    proc = subprocess.run(drop + [sys.executable, 'topologies/dht8.py', '--files',
+                                  '1000000000000', '--out', str(out), '--workdir',
+                                  str(tmp_path / 'w')],
+                          cwd=REPO, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE='1'))
+    assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
         'dht8: --files 1000000000000 must be a whole number from 1 to 1e+06']
     assert not out.exists() and not (tmp_path / 'w').exists()
