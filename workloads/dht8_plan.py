@@ -119,9 +119,9 @@ def _check_memory(params):
 
 
 def _check_disk(params, values, folder):
-    """Refuse a run whose file sets and downloads do not fit the --workdir disk."""
-    need = sum(size for path, size in disk_needs(params, values)
-               if not (path.parent.name == 'sets' and (path / 'fileset.json').exists()))
+    """Refuse a run whose new file sets and downloads do not fit the --workdir disk."""
+    need = sum(size for _, size, spec in _needs(params, values)
+               if spec is None or not dht_files.is_generated(spec, params.workdir))
     free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
     if need > free:
         raise UsageError('--workdir %s needs %.1f GB for file sets and downloads, and '
@@ -132,6 +132,11 @@ def _check_disk(params, values, folder):
 def disk_needs(params, values):
     """Return [(path, bytes)]: each file set the points (values) use, then the largest
     download (one point's downloads exist at a time; each point removes its own)."""
+    return [(str(path), size) for path, size, _ in _needs(params, values)]
+
+
+def _needs(params, values):
+    """Return [(path, bytes, spec)] behind disk_needs (spec None for the downloads)."""
     work = pathlib.Path(params.workdir)
     sizes, out, peak = {}, [], 0
     for point in values:
@@ -139,11 +144,11 @@ def disk_needs(params, values):
         if key not in sizes:
             spec = fileset_spec(key, params)
             sizes[key] = dht_files.expected_bytes(spec)
-            out.append((work / 'sets' / spec.set_id, sizes[key]))
+            out.append((work / 'sets' / spec.set_id, sizes[key], spec))
         if point['op'] == 'download':
             peak = max(peak, sizes[key] * point['peers'])
     if peak:
-        out.append((work / 'downloads', peak))
+        out.append((work / 'downloads', peak, None))
     return out
 
 
