@@ -15,7 +15,8 @@ release to the last client's exit is timed (``ctx.timed()``). Points:
 
 * Part I: register (batched; batched with ``--replicas``; unbatched) for 1, 2, 4, ...
   ``--peers`` concurrent peers, ``--files`` files each; search the same number of names
-  (each client those of the next peer); download them (sizes 1 KB-5 MB, ~4 KB average).
+  (each client those of the next peer, in an order drawn from the point's seed);
+  download them (sizes 1 KB-5 MB, ~4 KB average).
 * ping checks (seed): 100 searches from one client to 4 servers; one 1 MB transfer.
 * Part II: every ``--peers`` peer downloads one set of equal-sized files from the next
   peer (``--part2-sets`` of A 10K x 1 KB ... F 1 x 1 GB, counts divided by
@@ -152,7 +153,7 @@ class Dht8(Experiment):
         a('--window', type=int, metavar='W', default=None,
           help='requests in flight per client connection (default 1, as the seed)')
         a('--timeout', type=float, metavar='S', default=None,
-          help='client wait for a reply before failing over, seconds (default 5)')
+          help='client wait for a reply before failing over, seconds (default 5; smoke 1)')
         a('--bw', type=float, metavar='MBIT', default=None,
           help='every link\'s rate in Mbit/s (default 100: a LAN)')
         a('--delay', metavar='DELAY', default=None,
