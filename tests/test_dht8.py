@@ -288,7 +288,16 @@ def test_smoke_run_end_to_end(tmp_path):
     assert not _leftover_processes(str(work))
     assert subprocess.run(['ip', 'link', 'show', 'sw1-eth1'], capture_output=True
                           ).returncode != 0
-    assert not list((work / 'downloads').iterdir())
+    assert not list((work / 'downloads').iterdir()) and not list((work / 'names').iterdir())
+    # the CPU verdict covers the timed parts only: a 'measure' sample's whole interval lies
+    # between a point's release and its last client's exit
+    step = manifest['cpu']['interval']
+    windows = [(json.loads(line)['result']['released'], json.loads(line)['result']['finished'])
+               for line in (out / 'logs' / 'points.jsonl').read_text().splitlines()]
+    measured = [r['t'] for r in map(json.loads, (out / 'logs' / 'cpu.jsonl').read_text()
+                                    .splitlines()) if r.get('phase') == 'measure']
+    assert measured and all(any(a - 0.05 <= t - step and t <= b + 0.05 for a, b in windows)
+                            for t in measured)
 
 
 BAD = (
