@@ -42,6 +42,7 @@ this script prints the seed targets with measured values and ratios.
     sudo /usr/bin/python3 topologies/dht8.py --scale seed    # the seed's sizes
 """
 
+import itertools
 import os
 import sys
 import time
@@ -86,42 +87,46 @@ def peer_counts(peers):
     return counts + [peers]
 
 
-def _combo(part, op, servers, peers=1, batch=True, replicas=0, fileset='part1'):
-    """Return the parameter values of one point (the same keys for every point)."""
-    return {'part': part, 'op': op, 'servers': servers, 'peers': peers,
-            'batch': batch, 'replicas': replicas, 'fileset': fileset}
+def sweep(params):
+    """Return the sweep as data: rows of (part, fixed values, {name: swept values}).
+
+    A row stands for the cross product of its swept values (last name fastest), each
+    point taking the row's fixed values over the defaults (all --servers, one peer,
+    batched, no replicas, the Part I file set); rows run in this order."""
+    s, r, m = params.servers, params.replicas, params.peers
+    n = {'peers': peer_counts(m)}
+    sets = ['part2' + x for x in params.part2_sets]
+    rows = [('I', {'op': 'register'}, n),
+            ('I', {'op': 'register', 'replicas': r}, n) if r else None,
+            ('I', {'op': 'register', 'batch': False}, n),
+            ('I', {'op': 'search'}, n),
+            ('I', {'op': 'download'}, n),
+            ('ping', {'op': 'search', 'servers': min(PING_SERVERS, s)}, {}),
+            ('ping', {'op': 'download', 'fileset': 'ping'}, {}),
+            ('II', {'op': 'download', 'peers': m}, {'fileset': sets}),
+            ('II', {'op': 'download', 'fileset': sets[-1]}, {}) if m > 1 else None,
+            ('III', {'op': 'register', 'servers': 1}, n),
+            ('III', {'op': 'search', 'servers': 1}, n),
+            ('capture', {'op': 'register', 'peers': m}, {'batch': [True, False]}),
+            # a replica must survive the fault, so failover needs two servers
+            ('failover', {'op': 'search', 'peers': m, 'replicas': max(r, 1)},
+             {'fault': list(FAULTS)}) if s > 1 else None]
+    return [row for row in rows if row is not None]
 
 
 def combos(params):
-    """Return the point values of one repetition, in run order."""
-    s, r = params.servers, params.replicas
-    counts = peer_counts(params.peers)
+    """Return the point values of one repetition, in run order (sweep() expanded)."""
     parts = params.parts.split(',')
     out = []
-    if 'I' in parts:
-        variants = [(True, 0)] + ([(True, r)] if r else []) + [(False, 0)]
-        for batch, replicas in variants:
-            out += [_combo('I', 'register', s, n, batch, replicas) for n in counts]
-        out += [_combo('I', 'search', s, n) for n in counts]
-        out += [_combo('I', 'download', s, n) for n in counts]
-    if 'ping' in parts:
-        out.append(_combo('ping', 'search', min(PING_SERVERS, s)))
-        out.append(_combo('ping', 'download', s, fileset='ping'))
-    if 'II' in parts:
-        sets = list(params.part2_sets)
-        out += [_combo('II', 'download', s, params.peers, fileset='part2' + x)
-                for x in sets]
-        if params.peers > 1:
-            out.append(_combo('II', 'download', s, 1, fileset='part2' + sets[-1]))
-    if 'III' in parts:
-        for op in ('register', 'search'):
-            out += [_combo('III', op, 1, n) for n in counts]
-    if 'capture' in parts:
-        out += [_combo('capture', 'register', s, params.peers, batch)
-                for batch in (True, False)]
-    if 'failover' in parts and s > 1:       # a replica must survive the fault
-        out += [dict(_combo('failover', 'search', s, params.peers, replicas=max(r, 1)),
-                     fault=fault) for fault in FAULTS]
+    for part, fixed, swept in sweep(params):
+        if part not in parts:
+            continue
+        for values in itertools.product(*swept.values()):
+            point = {'part': part, 'op': None, 'servers': params.servers, 'peers': 1,
+                     'batch': True, 'replicas': 0, 'fileset': 'part1'}
+            point.update(fixed)
+            point.update(zip(swept, values))
+            out.append(point)
     return out
 
 
