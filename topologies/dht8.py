@@ -53,7 +53,7 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 
 from mininet.topo import Topo  # noqa: E402
 
-from repronet.run import sweep  # noqa: E402
+from repronet.run.sweep import derive_seed  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
 from workloads import dht_files, dht8_plan  # noqa: E402
 from workloads.dht8_plan import fileset_spec  # noqa: E402
@@ -204,7 +204,7 @@ class Dht8(Experiment):
         for repetition in range(params.repeat):
             for v in values:
                 point = dict(v, point=len(points), repetition=repetition,
-                             seed=sweep.derive_seed(params.seed, v, repetition))
+                             seed=derive_seed(params.seed, v, repetition))
                 points.append(point)
         return points
 
