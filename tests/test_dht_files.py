@@ -88,3 +88,15 @@ def test_bad_specs_are_rejected():
                 dict(label='a', count=1, size='big', seed=1)):
         with pytest.raises(ValueError):
             FileSetSpec(**bad)
+
+
+def test_expected_bytes_and_is_generated_without_writing(tmp_path):
+    spec = FileSetSpec('part1', 40, 'part1', 5)
+    assert not dht_files.is_generated(spec, tmp_path)
+    assert not (tmp_path / 'sets').exists()             # asking writes nothing
+    expected = dht_files.expected_bytes(spec)
+    made = dht_files.generate(spec, tmp_path)
+    assert made.total_bytes == expected
+    assert dht_files.is_generated(spec, tmp_path)
+    (made.path / made.files[0]['name']).write_bytes(b'short')
+    assert not dht_files.is_generated(spec, tmp_path)

@@ -10,12 +10,13 @@ outside the results folder, and reused across runs; recorded in the manifest).
 
 Every point starts fresh index servers (an empty index), so points do not depend on each
 other's order; a search or download point first registers the files it needs (batched,
-untimed), then releases all of its clients at once through the runner's barrier, so the
-timed part excludes process start and connection setup. Points:
+untimed), then releases all of its clients at once through the runner's barrier; only the
+release to the last client's exit is timed (``ctx.timed()``). Points:
 
 * Part I: register (batched; batched with ``--replicas``; unbatched) for 1, 2, 4, ...
   ``--peers`` concurrent peers, ``--files`` files each; search the same number of names
-  (each client those of the next peer); download them (sizes 1 KB-5 MB, ~4 KB average).
+  (each client those of the next peer, in an order drawn from the point's seed);
+  download them (sizes 1 KB-5 MB, ~4 KB average).
 * ping checks (seed): 100 searches from one client to 4 servers; one 1 MB transfer.
 * Part II: every ``--peers`` peer downloads one set of equal-sized files from the next
   peer (``--part2-sets`` of A 10K x 1 KB ... F 1 x 1 GB, counts divided by
@@ -24,7 +25,14 @@ timed part excludes process start and connection setup. Points:
   decentralized rows.
 * capture: batched and unbatched register with a scapy capture (``workloads.capture``) on
   every server's interface, to count messages on the wire (K per peer against N).
-* failover: searches with replication while one index server is SIGKILLed mid-run.
+* failover: searches with replication while one index server fails mid-run, one point per
+  ``fault``: ``kill`` (SIGKILL), ``hang`` (SIGSTOP: clients pay ``--timeout``) and ``cut``
+  (its link down: clients pay ``--timeout``); the server is drawn from the point's seed.
+
+How one point runs (nodes, names files, the timed part, the fault, the download heartbeat)
+is ``workloads.dht8_points``; every random choice in it uses the point's own seed.
+Parameters are checked before anything is built (``check``); ``estimate`` and ``disk``
+give the expected length of each point and the bytes written under ``--workdir``.
 
 After the run the analysis (``analysis.dht8``) writes tables, figures and report.md, and
 this script prints the seed targets with measured values and ratios.
@@ -34,9 +42,8 @@ this script prints the seed targets with measured values and ratios.
     sudo /usr/bin/python3 topologies/dht8.py --scale seed    # the seed's sizes
 """
 
+import itertools
 import os
-import shutil
-import signal
 import sys
 import time
 
@@ -46,17 +53,14 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 
 from mininet.topo import Topo  # noqa: E402
 
-from repronet.emu.process import LogReady  # noqa: E402
+from repronet.run.sweep import derive_seed  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
-from repronet.run import sweep  # noqa: E402
-from workloads import dht_files  # noqa: E402
+from workloads import dht_files, dht8_plan  # noqa: E402
+from workloads.dht8_plan import fileset_spec  # noqa: E402
+from workloads.dht8_points import FAULTS, Point  # noqa: E402
 
-INDEX_PORT = 7000
-PEER_PORT = 8000
 PARTS = ('I', 'ping', 'II', 'III', 'capture', 'failover')
-PING_SEARCHES = 100
 PING_SERVERS = 4
-FAILOVER_AT = 0.4        # kill at this fraction of the expected search time
 
 
 class Dht8Topo(Topo):
@@ -83,42 +87,46 @@ def peer_counts(peers):
     return counts + [peers]
 
 
-def _combo(part, op, servers, peers=1, batch=True, replicas=0, fileset='part1'):
-    """Return the parameter values of one point (the same keys for every point)."""
-    return {'part': part, 'op': op, 'servers': servers, 'peers': peers,
-            'batch': batch, 'replicas': replicas, 'fileset': fileset}
+def sweep(params):
+    """Return the sweep as data: rows of (part, fixed values, {name: swept values}).
+
+    A row stands for the cross product of its swept values (last name fastest), each
+    point taking the row's fixed values over the defaults (all --servers, one peer,
+    batched, no replicas, the Part I file set); rows run in this order."""
+    s, r, m = params.servers, params.replicas, params.peers
+    n = {'peers': peer_counts(m)}
+    sets = ['part2' + x for x in params.part2_sets]
+    rows = [('I', {'op': 'register'}, n),
+            ('I', {'op': 'register', 'replicas': r}, n) if r else None,
+            ('I', {'op': 'register', 'batch': False}, n),
+            ('I', {'op': 'search'}, n),
+            ('I', {'op': 'download'}, n),
+            ('ping', {'op': 'search', 'servers': min(PING_SERVERS, s)}, {}),
+            ('ping', {'op': 'download', 'fileset': 'ping'}, {}),
+            ('II', {'op': 'download', 'peers': m}, {'fileset': sets}),
+            ('II', {'op': 'download', 'fileset': sets[-1]}, {}) if m > 1 else None,
+            ('III', {'op': 'register', 'servers': 1}, n),
+            ('III', {'op': 'search', 'servers': 1}, n),
+            ('capture', {'op': 'register', 'peers': m}, {'batch': [True, False]}),
+            # a replica must survive the fault, so failover needs two servers
+            ('failover', {'op': 'search', 'peers': m, 'replicas': max(r, 1)},
+             {'fault': list(FAULTS)}) if s > 1 else None]
+    return [row for row in rows if row is not None]
 
 
 def combos(params):
-    """Return the point values of one repetition, in run order."""
-    s, r = params.servers, params.replicas
-    counts = peer_counts(params.peers)
+    """Return the point values of one repetition, in run order (sweep() expanded)."""
     parts = params.parts.split(',')
     out = []
-    if 'I' in parts:
-        variants = [(True, 0)] + ([(True, r)] if r else []) + [(False, 0)]
-        for batch, replicas in variants:
-            out += [_combo('I', 'register', s, n, batch, replicas) for n in counts]
-        out += [_combo('I', 'search', s, n) for n in counts]
-        out += [_combo('I', 'download', s, n) for n in counts]
-    if 'ping' in parts:
-        out.append(_combo('ping', 'search', min(PING_SERVERS, s)))
-        out.append(_combo('ping', 'download', s, fileset='ping'))
-    if 'II' in parts:
-        sets = list(params.part2_sets)
-        out += [_combo('II', 'download', s, params.peers, fileset='part2' + x)
-                for x in sets]
-        if params.peers > 1:
-            out.append(_combo('II', 'download', s, 1, fileset='part2' + sets[-1]))
-    if 'III' in parts:
-        for op in ('register', 'search'):
-            out += [_combo('III', op, 1, n) for n in counts]
-    if 'capture' in parts:
-        out += [_combo('capture', 'register', s, params.peers, batch)
-                for batch in (True, False)]
-    if 'failover' in parts and s > 1:       # a replica must survive the kill
-        out.append(_combo('failover', 'search', s, params.peers,
-                          replicas=max(r, 1)))
+    for part, fixed, swept in sweep(params):
+        if part not in parts:
+            continue
+        for values in itertools.product(*swept.values()):
+            point = {'part': part, 'op': None, 'servers': params.servers, 'peers': 1,
+                     'batch': True, 'replicas': 0, 'fileset': 'part1'}
+            point.update(fixed)
+            point.update(zip(swept, values))
+            out.append(point)
     return out
 
 
@@ -128,7 +136,7 @@ class Dht8(Experiment):
     name = 'dht8'
     scales = {
         'smoke': {'servers': 4, 'peers': 2, 'files': 100, 'part2_sets': 'ABC',
-                  'part2_divisor': 1000, 'repeat': 1},
+                  'part2_divisor': 1000, 'repeat': 1, 'timeout': 1.0},
         'default': {'files': 2000, 'part2_sets': 'ABCDE', 'part2_divisor': 10,
                     'repeat': 2},
         'seed': {'files': 10000, 'part2_sets': 'ABCDEF', 'part2_divisor': 1,
@@ -150,7 +158,7 @@ class Dht8(Experiment):
         a('--window', type=int, metavar='W', default=None,
           help='requests in flight per client connection (default 1, as the seed)')
         a('--timeout', type=float, metavar='S', default=None,
-          help='client wait for a reply before failing over, seconds (default 5)')
+          help='client wait for a reply before failing over, seconds (default 5; smoke 1)')
         a('--bw', type=float, metavar='MBIT', default=None,
           help='every link\'s rate in Mbit/s (default 100: a LAN)')
         a('--delay', metavar='DELAY', default=None,
@@ -168,9 +176,25 @@ class Dht8(Experiment):
           help='where file sets are generated and reused, outside the results '
           'folder (default /tmp/repronet-dht8)')
 
+    timed_parts = True      # CPU verdict over release..last client exit only
+
+    def check(self, params):
+        """Reject parameters the experiment cannot run, with one sentence (UsageError)."""
+        dht8_plan.check_flags(params, PARTS)
+        dht8_plan.check_resources(params, combos(params))
+
+    def estimate(self, params, point):
+        """Return a rough length of one point in seconds (weights the ETA)."""
+        spec = fileset_spec(point['fileset'], params)
+        return dht8_plan.estimate_seconds(point, spec.count,
+                                          dht_files.expected_bytes(spec), params)
+
+    def disk(self, params):
+        """Return [(path, bytes)]: the file sets and the largest download under --workdir."""
+        return dht8_plan.disk_needs(params, combos(params))
+
     def topology(self, params):
-        """Check the parameters and return the topology."""
-        _check(params)
+        """Return the topology (parameters were checked by check())."""
         return Dht8Topo(params.servers, max(params.peers, 2), params.bw, params.delay)
 
     def points(self, params):
@@ -180,7 +204,7 @@ class Dht8(Experiment):
         for repetition in range(params.repeat):
             for v in values:
                 point = dict(v, point=len(points), repetition=repetition,
-                             seed=sweep.derive_seed(params.seed, v, repetition))
+                             seed=derive_seed(params.seed, v, repetition))
                 points.append(point)
         return points
 
@@ -189,12 +213,17 @@ class Dht8(Experiment):
         self.run_dir = ctx.results.path
         ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts})
         self.sets = {}
-        self.search_elapsed = {}
         self.failures = []
 
     def run_point(self, ctx, point):
-        """Run one point; return what the analysis needs to find its logs."""
-        return _Point(self, ctx, point).run()
+        """Run one point (workloads.dht8_points); note failed operations."""
+        result = Point(ctx, point, self.fileset(ctx, point['fileset'])).run()
+        failed = result.get('failed_clients')
+        if failed or result.get('downloads', 'ok') != 'ok':
+            self.failures.append('p%03d (%s %s): %s' % (
+                point['point'], point['part'], point['op'],
+                failed or result['downloads']))
+        return result
 
     def finish(self, ctx):
         """Fail the run (after all points ran) if any operation failed."""
@@ -206,12 +235,7 @@ class Dht8(Experiment):
         """Return the FileSet for a point's fileset key, generating it once."""
         if key not in self.sets:
             p = ctx.params
-            if key == 'part1':
-                spec = dht_files.FileSetSpec('part1', p.files, 'part1', p.seed)
-            elif key == 'ping':
-                spec = dht_files.FileSetSpec('ping', 1, dht_files.MB, p.seed)
-            else:
-                spec = dht_files.part2_spec(key[-1], p.seed, p.part2_divisor)
+            spec = fileset_spec(key, p)
             started = time.monotonic()
             self.sets[key] = dht_files.generate(spec, p.workdir)
             print('dht8: file set %s ready in %.1f s (%d files, %.1f MB) under %s'
@@ -240,217 +264,6 @@ class Dht8(Experiment):
         except (OSError, ValueError, KeyError) as e:
             print('dht8: no target summary: %s' % e, file=sys.stderr)
         return status
-
-
-def node_names(point):
-    """Return {'clients', 'servers', 'captures', 'sources'} of a point (log names)."""
-    tag = 'p%03d' % point['point']
-    n = point['peers']
-    clients = ['p%d' % i for i in range(1, n + 1)]
-    if point['op'] == 'register':
-        sources = {c: c for c in clients}
-    else:
-        m = max(n, 2)
-        sources = {c: 'p%d' % (i % m + 1) for i, c in enumerate(clients, 1)}
-    servers = ['s%d' % i for i in range(1, point['servers'] + 1)]
-    return {'clients': {c: '%s-client-%s' % (tag, c) for c in clients},
-            'servers': {s: '%s-server-%s' % (tag, s) for s in servers},
-            'captures': {s: '%s-capture-%s' % (tag, s) for s in servers}
-            if point['part'] == 'capture' else {},
-            'sources': sources}
-
-
-def _check(params):
-    """Reject parameters the experiment cannot run, with one clear sentence."""
-    if params.servers < 1 or params.peers < 1:
-        raise SystemExit('dht8: --servers and --peers must be at least 1')
-    if params.replicas < 0 or params.replicas >= params.servers:
-        raise SystemExit('dht8: --replicas %d needs at least %d servers (--replicas 0..%d '
-                         'with --servers %d)' % (params.replicas, params.replicas + 1,
-                                                 params.servers - 1, params.servers))
-    if params.files < 1 or params.part2_divisor < 1 or params.window < 1:
-        raise SystemExit('dht8: --files, --part2-divisor and --window must be >= 1')
-    bad = set(params.part2_sets) - set(dht_files.PART2_SETS)
-    if bad or not params.part2_sets:
-        raise SystemExit('dht8: --part2-sets takes letters among ABCDEF, not %r'
-                         % params.part2_sets)
-    params.part2_sets = ''.join(sorted(set(params.part2_sets)))
-    unknown = set(params.parts.split(',')) - set(PARTS)
-    if unknown:
-        raise SystemExit('dht8: unknown --parts %s (choose among %s)'
-                         % (','.join(sorted(unknown)), ','.join(PARTS)))
-
-
-class _Point:
-    """One point's nodes and steps (kept apart from the Experiment for clarity)."""
-
-    def __init__(self, exp, ctx, point):
-        self.exp, self.ctx, self.point = exp, ctx, point
-        self.params = ctx.params
-        self.tag = 'p%03d' % point['point']
-        self.op = point['op']
-        self.fileset = exp.fileset(ctx, point['fileset'])
-        names = node_names(point)
-        self.clients = list(names['clients'])
-        self.source = names['sources']
-        self.servers = list(names['servers'])
-        self.server_arg = ','.join('%s=%s:%d' % (s, ctx.host(s).IP(), INDEX_PORT)
-                                   for s in self.servers)
-        self.nodes = []
-
-    def start_all(self, specs, ready=True):
-        """Start [(host, name, argv)] at once, then wait until each is ready."""
-        nodes = [self.ctx.start_node(h, name, argv, wait=False,
-                                     ready=LogReady() if ready else None)
-                 for h, name, argv in specs]
-        self.nodes += nodes
-        for node in nodes:
-            node.wait_ready(60)
-        return nodes
-
-    def client_argv(self, peer, op, batch, barrier, names=None, downloads=None):
-        """Return a client's command line."""
-        argv = [sys.executable, '-m', 'nodes.dht.client', '--name', '%s-%s-%s' % (
-            self.tag, op, peer), '--servers', self.server_arg, '--replicas',
-            self.point['replicas'], '--op', op, '--batch' if batch else '--no-batch',
-            '--window', self.params.window, '--timeout', self.params.timeout]
-        if op == 'register':
-            share = dht_files.peer_share(self.fileset, peer, self.params.workdir)
-            argv += ['--share', share, '--advertise', '%s:%d' % (
-                self.ctx.host(peer).IP(), PEER_PORT)]
-        if names is not None:
-            argv += ['--names', names]
-        if downloads is not None:
-            argv += ['--downloads', downloads]
-        if barrier:
-            argv.append('--barrier')
-        return argv
-
-    def names_file(self, client):
-        """Return the names file of what client searches/downloads."""
-        source = self.source[client]
-        names = [n for n, _, _ in dht_files.peer_files(self.fileset, source)]
-        if self.point['part'] == 'ping' and self.op == 'search':
-            names = names[:PING_SEARCHES]
-        path = os.path.join(self.params.workdir, 'names', self.fileset.spec.set_id)
-        os.makedirs(path, exist_ok=True)
-        return dht_files.write_names(os.path.join(path, '%s-%d.txt' % (
-            source, len(names))), names)
-
-    def run(self):
-        """Servers, setup, peers, captures, clients; then stop and check."""
-        try:
-            return self._run()
-        finally:
-            self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
-
-    def _run(self):
-        """The steps of run(); nodes are stopped by run()."""
-        ctx, point = self.ctx, self.point
-        servers = self.start_all([(s, '%s-server-%s' % (self.tag, s), [
-            sys.executable, '-m', 'nodes.dht.server', '--name', s, '--listen',
-            '%s:%d' % (ctx.host(s).IP(), INDEX_PORT), '--servers', self.server_arg,
-            '--replicas', point['replicas']]) for s in self.servers])
-        sources = sorted(set(self.source.values()))
-        if self.op != 'register':
-            self._setup_register(sources)
-        if self.op == 'download':
-            self.start_all([(p, '%s-peer-%s' % (self.tag, p), [
-                sys.executable, '-m', 'nodes.dht.peer', '--name', p, '--listen',
-                '%s:%d' % (ctx.host(p).IP(), PEER_PORT), '--share',
-                dht_files.peer_share(self.fileset, p, self.params.workdir)])
-                for p in sources])
-        captures = []
-        if point['part'] == 'capture':
-            captures = self.start_all([(s, '%s-capture-%s' % (self.tag, s), [
-                sys.executable, '-m', 'workloads.capture', '--name', s, '--iface',
-                ctx.host(s).defaultIntf().name, '--port', INDEX_PORT])
-                for s in self.servers])
-        downloads = {}
-        specs = []
-        for c in self.clients:
-            names = downloads_dir = None
-            if self.op != 'register':
-                names = self.names_file(c)
-            if self.op == 'download':
-                downloads_dir = downloads[c] = os.path.join(
-                    self.params.workdir, 'downloads', '%s-%s' % (self.tag, c))
-                shutil.rmtree(downloads_dir, ignore_errors=True)
-                os.makedirs(downloads_dir)
-            specs.append((c, '%s-client-%s' % (self.tag, c), self.client_argv(
-                c, self.op, point['batch'], True, names, downloads_dir)))
-        clients = [ctx.start_node(h, name, argv, barrier=True, ready=LogReady())
-                   for h, name, argv in specs]
-        self.nodes += clients
-        ctx.release(clients, timeout=120)
-        released = time.time()
-        kill = None
-        if point['part'] == 'failover':
-            kill = self._kill_one(servers, released)
-        limit = 120 + self._expected_seconds() * 20
-        for node in clients:
-            node.wait(timeout=max(limit - (time.time() - released), 1))
-        finished = time.time()
-        for node in captures:
-            node.stop(grace=60)
-        # Node names follow from the point (see node_names); the result keeps the rest.
-        result = {'released': round(released, 6), 'finished': round(finished, 6)}
-        failed = [n.name for n in clients if n.returncode != 0]
-        if failed:
-            result['failed_clients'] = failed
-        if kill:
-            result['kill'] = kill
-        if self.op == 'download':
-            result['downloads'] = self._check_downloads(downloads)
-        if self.op == 'search' and point['part'] == 'I':
-            self.exp.search_elapsed[point['peers']] = finished - released
-        if failed or result.get('downloads', 'ok') != 'ok':
-            self.exp.failures.append('%s (%s %s): %s' % (
-                self.tag, point['part'], self.op, failed or result['downloads']))
-        return result
-
-    def _setup_register(self, sources):
-        """Register the source peers' files (batched, untimed) and wait for it."""
-        specs = [(p, '%s-setup-%s' % (self.tag, p), self.client_argv(
-            p, 'register', True, False)) for p in sources]
-        nodes = self.start_all(specs, ready=False)
-        for node in nodes:
-            if node.wait(timeout=600) != 0:
-                raise RuntimeError('setup registration %s failed; see %s'
-                                   % (node.name, node.err_path))
-
-    def _expected_seconds(self):
-        """Return a generous guess of the timed part's length (for timeouts)."""
-        files = len(self.fileset.files)
-        return files * 0.005 + self.fileset.total_bytes / 1e6
-
-    def _kill_one(self, servers, released):
-        """SIGKILL the last index server mid-run; return when and whom."""
-        victim = servers[-1]
-        guess = self.exp.search_elapsed.get(self.point['peers'])
-        if guess is None:
-            guess = len(self.fileset.files) * 0.0005
-        time.sleep(max(FAILOVER_AT * guess - (time.time() - released), 0.02))
-        killed = time.time()
-        os.kill(victim.pid, signal.SIGKILL)
-        victim.wait(timeout=10)
-        return {'server': victim.name, 't': round(killed, 6),
-                'after_release': round(killed - released, 6)}
-
-    def _check_downloads(self, downloads):
-        """Check that every expected file arrived with its size; remove them."""
-        problems = []
-        for client, path in downloads.items():
-            want = {n: size for n, size, _ in dht_files.peer_files(
-                self.fileset, self.source[client])}
-            got = {e.name: e.stat().st_size for e in os.scandir(path)
-                   if not e.name.startswith('.')}
-            if got != want:
-                missing = len(set(want) - set(got))
-                wrong = sum(1 for n in got if n in want and got[n] != want[n])
-                problems.append('%s: %d missing, %d wrong size' % (client, missing, wrong))
-            shutil.rmtree(path, ignore_errors=True)
-        return '; '.join(problems) or 'ok'
 
 
 if __name__ == '__main__':

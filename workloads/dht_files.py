@@ -28,6 +28,7 @@ digest of the manifest) so a results folder says exactly which files it moved.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -132,6 +133,17 @@ def _sizes(spec):
     if spec.size == 'part1':
         return part1_sizes(spec.count, random.Random('sizes-%d' % spec.seed))
     return [spec.size] * spec.count
+
+
+@functools.lru_cache(maxsize=32)
+def expected_bytes(spec):
+    """Return the bytes a spec's base set takes on disk, without writing it."""
+    return sum(_sizes(spec))
+
+
+def is_generated(spec, workdir):
+    """Return True if the base set of spec is already complete under workdir."""
+    return _load(spec, pathlib.Path(workdir) / 'sets' / spec.set_id) is not None
 
 
 def _block(seed):

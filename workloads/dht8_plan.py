@@ -1,0 +1,184 @@
+"""What a dht8 run needs before it starts: checked flags, memory, disk, expected length.
+
+``topologies/dht8.py`` calls these from its ``check``, ``disk`` and ``estimate`` hooks, so a
+bad flag is one sentence (``UsageError``) before the machine lock, the cleanup and the
+results folder, and ``--dry-run`` can say how long the run takes and what it writes where.
+Bounds say what one machine can hold: the memory per indexed name was measured (below);
+the disk is what the file sets and the largest point's downloads take under ``--workdir``
+(sets already complete there are reused and need nothing new).
+"""
+
+import math
+import os
+import pathlib
+
+from repronet.emu.linkemu_params import BW_MAX_MBIT, LinkEmulationError, parse_time_ms
+from repronet.run.options import UsageError
+from workloads import dht_files
+from workloads.dht8_points import PING_SEARCHES
+
+#: Upper bounds of the flags (check()): beyond them a run cannot fit one machine.
+LIMITS = {'servers': 64, 'peers': 64, 'window': 256, 'timeout': 600.0,
+          'delay_ms': 1000.0, 'files': 1000000, 'part2_divisor': 10000}
+#: Memory per indexed name: 290 B per name->holder entry in an index server and 472 B
+#: per name in a client (its name and op record), measured with tracemalloc over 200K
+#: entries (MemoryStore) and 100K records; rounded up.
+INDEX_ENTRY_BYTES, CLIENT_NAME_BYTES = 300, 500
+MEMORY_SHARE = 0.5      # the index may take at most this share of the available memory
+
+
+def fileset_spec(key, params):
+    """Return the FileSetSpec of a point's fileset key ('part1', 'ping', 'part2X')."""
+    if key == 'part1':
+        return dht_files.FileSetSpec('part1', params.files, 'part1', params.seed)
+    if key == 'ping':
+        return dht_files.FileSetSpec('ping', 1, dht_files.MB, params.seed)
+    return dht_files.part2_spec(key[-1], params.seed, params.part2_divisor)
+
+
+def _bounded(params, flag, low, high, what='a whole number'):
+    """Raise UsageError unless params.<flag> is a finite number in [low, high]."""
+    value = getattr(params, flag)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)) or not (
+            low <= value <= high):
+        raise UsageError('--%s %s must be %s from %g to %g' % (
+            flag.replace('_', '-'), value, what, low, high))
+
+
+def check_flags(params, parts):
+    """Check every dht8 flag's value (bounds, sets, parts among `parts`); normalise.
+
+    Raises UsageError with one sentence; sorts --part2-sets (the manifest shows it so)."""
+    for flag in ('servers', 'peers', 'window', 'files', 'part2_divisor'):
+        _bounded(params, flag, 1, LIMITS[flag])
+    if not 0 <= params.replicas < params.servers:
+        raise UsageError('--replicas %d needs at least %d servers (--replicas 0..%d with '
+                         '--servers %d)' % (params.replicas, params.replicas + 1,
+                                            params.servers - 1, params.servers))
+    _bounded(params, 'timeout', 1e-3, LIMITS['timeout'], 'seconds')
+    _bounded(params, 'bw', 0, BW_MAX_MBIT, 'Mbit/s (0: unshaped)')
+    try:
+        delay_ms = 0.0 if str(params.delay).strip() == '0' else parse_time_ms(
+            params.delay, '--delay', 'dht8')
+    except LinkEmulationError:
+        raise UsageError("--delay %r is not a time with a unit, like '0.05ms', '250us' "
+                         "or 0 for none" % (params.delay,)) from None
+    if delay_ms > LIMITS['delay_ms']:
+        raise UsageError('--delay %s is over %g ms one way' % (
+            params.delay, LIMITS['delay_ms']))
+    sets = params.part2_sets or ''
+    if not sets or set(sets) - set(dht_files.PART2_SETS):
+        raise UsageError('--part2-sets takes letters among %s, not %r'
+                         % (''.join(dht_files.PART2_SETS), sets))
+    params.part2_sets = ''.join(sorted(set(sets)))
+    unknown = set(str(params.parts).split(',')) - set(parts)
+    if unknown:
+        raise UsageError('unknown --parts %s (choose among %s)'
+                         % (','.join(sorted(unknown)), ','.join(parts)))
+
+
+def check_resources(params, values):
+    """Check that --workdir can be made and that the points (values) fit memory and disk."""
+    folder = _writable_ancestor(params.workdir)
+    _check_memory(params)
+    _check_disk(params, values, folder)
+
+
+def _writable_ancestor(workdir):
+    """Return the existing folder --workdir will be made in; UsageError if it cannot."""
+    if not workdir or not str(workdir).strip():
+        raise UsageError('--workdir must name a folder')
+    path = pathlib.Path(workdir).absolute()
+    probe = path
+    while not os.path.lexists(probe):
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError('--workdir %s cannot be a folder: %s is a file' % (workdir, probe))
+    if not os.access(probe, os.W_OK | os.X_OK) or (
+            os.statvfs(probe).f_flag & os.ST_RDONLY):
+        raise UsageError('--workdir %s: %s is not writable' % (workdir, probe))
+    return probe
+
+
+def _check_memory(params):
+    """Refuse a --files the index servers and clients of one point cannot hold."""
+    need = params.peers * params.files * (
+        INDEX_ENTRY_BYTES * (1 + params.replicas) + CLIENT_NAME_BYTES)
+    try:
+        with open('/proc/meminfo') as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f
+                         if line.startswith('MemAvailable:'))
+    except (OSError, StopIteration, ValueError):
+        return
+    if need > MEMORY_SHARE * avail:
+        raise UsageError('--files %d with --peers %d needs about %.1f GB for the index, '
+                         'over %d%% of the %.1f GB available' % (
+                             params.files, params.peers, need / 1e9,
+                             100 * MEMORY_SHARE, avail / 1e9))
+
+
+def _check_disk(params, values, folder):
+    """Refuse a run whose new file sets and downloads do not fit the --workdir disk."""
+    need = sum(size for _, size, spec in _needs(params, values)
+               if spec is None or not dht_files.is_generated(spec, params.workdir))
+    free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    if need > free:
+        raise UsageError('--workdir %s needs %.1f GB for file sets and downloads, and '
+                         '%s has %.1f GB free' % (params.workdir, need / 1e9, folder,
+                                                  free / 1e9))
+
+
+def disk_needs(params, values):
+    """Return [(path, bytes)]: each file set the points (values) use, then the largest
+    download (one point's downloads exist at a time; each point removes its own)."""
+    return [(str(path), size) for path, size, _ in _needs(params, values)]
+
+
+def _needs(params, values):
+    """Return [(path, bytes, spec)] behind disk_needs (spec None for the downloads)."""
+    work = pathlib.Path(params.workdir)
+    sizes, out, peak = {}, [], 0
+    for point in values:
+        key = point['fileset']
+        if key not in sizes:
+            spec = fileset_spec(key, params)
+            sizes[key] = dht_files.expected_bytes(spec)
+            out.append((work / 'sets' / spec.set_id, sizes[key], spec))
+        if point['op'] == 'download':
+            peak = max(peak, sizes[key] * point['peers'])
+    if peak:
+        out.append((work / 'downloads', peak, None))
+    return out
+
+
+#: Seconds per operation of one client, and to start one node (server, client, peer) or
+#: one capture; from ``logs/points.jsonl`` of ``topologies/dht8.py --scale smoke`` (4
+#: servers, 2 peers, 100 files; this machine, 2 cores): timed parts 0.05 s for 100 batched
+#: registers, 0.1 s for 100 unbatched ones or 100 searches (the wait loop's resolution), and
+#: about 0.4 s outside the timed part for 6 nodes, 1.25 s more with captures.
+OP_SECONDS = {'register batched': 0.0005, 'register': 0.001, 'search': 0.001,
+              'download': 0.0015}
+NODE_START_S, CAPTURE_START_S = 0.07, 1.25
+
+
+def estimate_seconds(point, files, nbytes, params):
+    """Return a point's rough length: node start, operations, its bytes over one link.
+
+    Clients run at once and each uses its own link, so the point lasts about as long as
+    one client: its operations, plus its bytes at --bw; a hung or cut server costs the
+    clients waiting on it one --timeout."""
+    op = point['op']
+    ops = PING_SEARCHES if point['part'] == 'ping' and op == 'search' else files
+    per_op = OP_SECONDS['register batched' if op == 'register' and point['batch'] else op]
+    nodes = point['servers'] + 2 * point['peers']      # servers, clients, setup/peers
+    seconds = nodes * NODE_START_S + ops * per_op * (1 + point['replicas'])
+    if point['part'] == 'capture':
+        seconds += CAPTURE_START_S
+    if op != 'register':
+        seconds += files * OP_SECONDS['register batched']       # untimed setup
+    if op == 'download':
+        seconds += nbytes * 8 / ((params.bw or BW_MAX_MBIT) * 1e6)
+    if point.get('fault') in ('hang', 'cut'):
+        seconds += params.timeout
+    return seconds
