@@ -1,0 +1,126 @@
+"""Property tests of the DHT wire decoder with Hypothesis.
+
+The hand-written cases in test_dht_codec.py pin each message and each kind of bad frame;
+these check what must hold for every input a peer could send: a stream decodes to the same
+items however the network splits it, arbitrary bytes never raise and never make the
+decoder hold more than one frame, and a frame the decoder cannot trust ends the stream.
+"""
+
+import struct
+
+from hypothesis import given, settings, strategies as st
+
+from nodes.dht import codec
+
+SETTINGS = settings(max_examples=300, deadline=None)    # shared, noisy machine: no timing
+
+text = st.text(st.characters(blacklist_categories=('Cs',)), max_size=40)
+names = st.lists(text, max_size=6).map(tuple)
+req = st.integers(0, 2**32 - 1)
+u64 = st.integers(0, 2**64 - 1)
+
+
+@st.composite
+def file_header_with_body(draw):
+    """A FILE header and the raw bytes that follow it on the stream."""
+    body = draw(st.binary(max_size=300))
+    offset = draw(st.integers(0, 2**40))
+    header = codec.FileHeader(draw(req), offset + len(body), offset,
+                              draw(st.binary(min_size=32, max_size=32)))
+    return header, body
+
+
+message = st.one_of(
+    st.builds(codec.Register, req, text, names),
+    st.builds(codec.Unregister, req, text, names),
+    st.builds(codec.Search, req, text),
+    st.builds(codec.Get, req, text, u64),
+    st.builds(codec.Ack, req, u64),
+    st.builds(codec.Found, req, text, names),
+    st.builds(codec.NotFound, req, text),
+    st.builds(codec.Error, req, st.integers(0, 0xFFFF), text),
+)
+stream_item = st.one_of(message.map(lambda m: (m, b'')), file_header_with_body())
+
+
+def feed_in_pieces(data, cuts, decoder=None):
+    """Feed `data` split at the given cut points; return the decoder's items."""
+    dec = decoder or codec.Decoder()
+    out, start = [], 0
+    for cut in sorted(set(cuts)) + [len(data)]:
+        out.extend(dec.feed(data[start:cut]))
+        start = cut
+    return out, dec
+
+
+def normalise(items):
+    """Items with adjacent Chunks merged: how the network splits file bytes is not meaningful."""
+    out = []
+    for item in items:
+        if isinstance(item, codec.Chunk) and out and isinstance(out[-1], codec.Chunk) \
+                and not out[-1].last:
+            out[-1] = codec.Chunk(bytes(out[-1].data) + bytes(item.data), item.last)
+        elif isinstance(item, codec.Chunk):
+            out.append(codec.Chunk(bytes(item.data), item.last))
+        else:
+            out.append(item)
+    return out
+
+
+@SETTINGS
+@given(st.lists(stream_item, max_size=12), st.data())
+def test_any_stream_decodes_the_same_however_it_is_split(items, data):
+    stream = b''.join(codec.encode(m) + body for m, body in items)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=20))
+    expect = []
+    for m, body in items:
+        expect.append(m)
+        if isinstance(m, codec.FileHeader):
+            expect.append(codec.Chunk(body, True))
+    got, dec = feed_in_pieces(stream, cuts)
+    assert normalise(got) == expect
+    assert dec.pending == 0 and not dec.broken
+
+
+@SETTINGS
+@given(st.binary(max_size=2000), st.lists(st.integers(0, 2000), max_size=10))
+def test_arbitrary_bytes_never_raise_and_never_buffer_more_than_a_frame(junk, cuts):
+    max_frame = 256
+    dec = codec.Decoder(max_frame=max_frame)
+    out, start = [], 0
+    for cut in sorted(c for c in set(cuts) if c < len(junk)) + [len(junk)]:
+        out.extend(dec.feed(junk[start:cut]))
+        start = cut
+        # At most one incomplete frame header + body may wait for more bytes.
+        assert len(dec._buf) <= 4 + max_frame
+    kinds = (codec.Register, codec.Unregister, codec.Search, codec.Get, codec.Ack,
+             codec.Found, codec.NotFound, codec.FileHeader, codec.Error, codec.Chunk,
+             codec.ProtocolError)
+    assert all(isinstance(item, kinds) for item in out)
+    fatal = [i for i, item in enumerate(out)
+             if isinstance(item, codec.ProtocolError) and item.fatal]
+    if fatal:   # a fatal error is the last thing the stream ever yields
+        assert fatal == [len(out) - 1] and dec.broken
+        assert dec.feed(codec.encode(codec.Ack(1, 1))) == []
+
+
+@SETTINGS
+@given(st.lists(message, min_size=1, max_size=5), st.integers(0, 4),
+       st.binary(min_size=1, max_size=40), st.integers(0, 255))
+def test_a_damaged_body_is_skipped_and_the_next_frame_still_decodes(msgs, which, junk, mtype):
+    """A frame with a sane length but a bad body costs that frame only (an ERROR reply)."""
+    bad = struct.pack('>IBBI', 6 + len(junk), codec.PROTOCOL_VERSION, mtype, 77) + junk
+    which = min(which, len(msgs))
+    stream = b''.join(codec.encode(m) for m in msgs[:which]) + bad + \
+        b''.join(codec.encode(m) for m in msgs[which:])
+    out, dec = feed_in_pieces(stream, [])
+    if mtype == codec.FileHeader.TYPE and len(junk) == 48:
+        return      # a well-formed FILE header: the next bytes are its file body, by design
+    decoded = [i for i in out if not isinstance(i, codec.ProtocolError)]
+    errors = [i for i in out if isinstance(i, codec.ProtocolError)]
+    assert not dec.broken
+    if errors:      # junk that was not a valid body: exactly one non-fatal error for req 77
+        assert len(errors) == 1 and errors[0].req == 77 and not errors[0].fatal
+        assert decoded == list(msgs)
+    else:           # junk that happened to be a valid message of that type
+        assert len(decoded) == len(msgs) + 1 and decoded[which].req == 77
