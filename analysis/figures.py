@@ -15,13 +15,21 @@ DPI), so figures of different experiments read alike.  ``save`` writes PNG and
 PDF into ``figures/`` with the metadata that would change on every run (creation
 date, software version) stripped, so identical tables give byte-identical
 files.
+
+Every function returns the two paths as before, in a list that also carries
+``.drawn``: a :class:`Drawn` record read back from the axes just before the
+figure is closed (title, axis labels, legend, and each series' data).  Tests
+check what a reader of the figure would see without reopening the image, and a
+caller that only wants the paths can ignore it.
 """
 
 import contextlib
+import dataclasses
 import os
 
 import matplotlib
 import numpy as np
+import pandas as pd
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
@@ -46,16 +54,113 @@ def _style():
         yield
 
 
-def save(fig, figures_dir, name):
-    """Save fig as figures_dir/name.png and .pdf; return both paths."""
+@dataclasses.dataclass(frozen=True)
+class Series:
+    """One thing drawn on the axes, in data coordinates.
+
+    kind is ``line``, ``points``, ``bars``, ``errorbars`` (y holds (low, high) per x) or
+    ``reference`` (a horizontal line across the plot: x is empty, y is its one value).
+    On a bar chart x holds the category names under the bars.
+    """
+
+    label: str      # legend label, '' when it has none
+    kind: str
+    x: tuple
+    y: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Drawn:
+    """What a saved figure shows, read from its axes."""
+
+    name: str
+    title: str
+    xlabel: str
+    ylabel: str
+    xlim: tuple
+    ylim: tuple
+    legend: tuple   # legend entry texts, top to bottom
+    series: tuple   # Series, in drawing order; same label and kind merged into one
+
+    def get(self, label, kind=None):
+        """The one series with this legend label (and kind); KeyError if there is none."""
+        found = [s for s in self.series if s.label == label and kind in (None, s.kind)]
+        if len(found) != 1:
+            raise KeyError('%d series labelled %r%s in figure %s' % (
+                len(found), label, ' of kind %s' % kind if kind else '', self.name))
+        return found[0]
+
+
+class Saved(list):
+    """The written paths [PNG, PDF], with what was drawn as ``.drawn``."""
+
+    def __init__(self, paths, drawn):
+        super().__init__(paths)
+        self.drawn = drawn
+
+
+def _label(artist):
+    """An artist's legend label, '' for matplotlib's unlabelled '_child' names."""
+    label = artist.get_label()
+    return '' if label is None or str(label).startswith('_') else str(label)
+
+
+def _read(ax, name, categories):
+    """Build the Drawn record of ax (call after saving: tick labels exist once drawn)."""
+    ticks = {}
+    if categories:
+        ticks = {int(round(t)): text.get_text()
+                 for t, text in zip(ax.get_xticks(), ax.get_xticklabels())}
+
+    def xs(values):
+        return tuple(ticks.get(int(round(v)), float(v)) if categories else float(v)
+                     for v in values)
+
+    found = []
+    for bars in ax.containers:
+        found.append((_label(bars), 'bars', xs(p.get_x() + p.get_width() / 2 for p in bars),
+                      tuple(float(p.get_height()) for p in bars)))
+    for line in ax.get_lines():
+        x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+        if line.get_transform() is not ax.transData:    # axhline: x in axes fractions
+            found.append((_label(line), 'reference', (), (float(y[0]),)))
+        elif categories and not _label(line):           # seaborn's error bars and caps
+            if len(x) == 2 and x[0] == x[1]:
+                found.append(('', 'errorbars', xs(x[:1]), ((float(y.min()), float(y.max())),)))
+        else:
+            found.append((_label(line), 'line', xs(x), tuple(float(v) for v in y)))
+    for points in ax.collections:
+        offsets = np.asarray(points.get_offsets(), float)
+        if len(offsets):                                # seaborn's empty legend proxies
+            found.append((_label(points), 'points', xs(offsets[:, 0]),
+                          tuple(float(v) for v in offsets[:, 1])))
+    merged = {}
+    for label, kind, x, y in found:
+        old = merged.get((label, kind))
+        merged[(label, kind)] = (old[0] + x, old[1] + y) if old else (x, y)
+    legend = ax.get_legend()
+    return Drawn(name=name, title=ax.get_title(), xlabel=ax.get_xlabel(),
+                 ylabel=ax.get_ylabel(), xlim=tuple(map(float, ax.get_xlim())),
+                 ylim=tuple(map(float, ax.get_ylim())),
+                 legend=tuple(t.get_text() for t in legend.get_texts()) if legend else (),
+                 series=tuple(Series(label, kind, x, y)
+                              for (label, kind), (x, y) in merged.items()))
+
+
+def save(fig, figures_dir, name, categories=False):
+    """Save fig as figures_dir/name.png and .pdf; return both paths (a Saved list).
+
+    categories: the x axis is categorical (bars), so x values are read as tick labels.
+    """
     os.makedirs(figures_dir, exist_ok=True)
     paths = []
     for ext, meta in (('png', _PNG_META), ('pdf', _PDF_META)):
         path = os.path.join(str(figures_dir), '%s.%s' % (name, ext))
         fig.savefig(path, dpi=DPI, metadata=meta, bbox_inches='tight')
         paths.append(path)
+    drawn = _read(fig.axes[0], name, categories)
     plt.close(fig)
-    return paths
+    return Saved(paths, drawn)
 
 
 def _reference(ax, value, label):
@@ -82,7 +187,11 @@ LINESTYLES = ('-', '--', ':', '-.')
 def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
                     reference=None, reference_label='configured',
                     ylim_zero=True, style=None, xlim_zero=True):
-    """Lines of y over x, one colour per hue value (and one line style per style value)."""
+    """Lines of y over x, one colour per hue value (and one line style per style value).
+
+    ylim_zero starts the y axis at 0 (with room above the highest value or reference);
+    xlim_zero starts the x axis at 0.
+    """
     with _style():
         fig, ax = plt.subplots(figsize=SIZE)
         groups = sorted(df[hue].unique()) if hue else [None]
@@ -104,20 +213,27 @@ def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
         if ylim_zero:
             top = max([df[y].max() if len(df) else 0, reference or 0])
             ax.set_ylim(0, top * 1.15 if top > 0 else 1)
-            if xlim_zero:
-                ax.set_xlim(left=0)
+        if xlim_zero:
+            ax.set_xlim(left=0)
         _finish(ax, title, xlabel, ylabel, legend_title=hue)
         return save(fig, figures_dir, name)
 
 
 def measured_vs_configured(df, configured, measured, figures_dir, name,
                            title, xlabel, ylabel, hue=None):
-    """Scatter of measured against configured values with the identity line."""
+    """Scatter of measured against configured values with the identity line.
+
+    One scatter call per hue value (in order of appearance, as seaborn orders them), so
+    each group is its own labelled series on the axes.
+    """
     with _style():
         fig, ax = plt.subplots(figsize=(4.0, 3.4))
-        sns.scatterplot(data=df, x=configured, y=measured, hue=hue,
-                        palette=PALETTE if hue else None, ax=ax, s=25,
-                        color=None if hue else sns.color_palette(PALETTE)[0])
+        groups = list(pd.unique(df[hue])) if hue else [None]
+        colors = sns.color_palette(PALETTE, max(len(groups), 1))
+        for color, group in zip(colors, groups):
+            part = df if group is None else df[df[hue] == group]
+            sns.scatterplot(data=part, x=configured, y=measured, color=color, ax=ax, s=25,
+                            label=None if group is None else '%s' % group)
         top = max(df[configured].max(), df[measured].max()) * 1.1
         ax.plot([0, top], [0, top], color='0.3', linestyle='--',
                 linewidth=1, label='measured = configured')
@@ -155,4 +271,4 @@ def bars_with_spread(df, x, y, figures_dir, name, title, xlabel, ylabel,
         ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        return save(fig, figures_dir, name)
+        return save(fig, figures_dir, name, categories=True)
