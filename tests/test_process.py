@@ -164,3 +164,50 @@ def test_stop_popen_escalates_when_sigterm_is_ignored():
     assert stop_popen(proc, grace=0.5) == -sig.SIGKILL
     assert stop_popen(proc, grace=0.5) == -sig.SIGKILL  # idempotent
     proc.stdout.close()
+
+
+def _gone_or_zombie(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except FileNotFoundError:
+        return True
+
+
+def test_an_exited_node_is_never_signalled_again(tmp_path, monkeypatch):
+    # Its group number may belong to an unrelated process by teardown time.
+    node = NodeProcess(None, 'brief', ['true'], tmp_path).start()
+    assert node.wait(timeout=10) == 0
+    sent = []
+    monkeypatch.setattr(os, 'killpg', lambda pid, sig: sent.append((pid, sig)))
+    monkeypatch.setattr(os, 'kill', lambda pid, sig: sent.append((pid, sig)))
+    assert stop_all([node], grace=0.5) == {'brief': 0}
+    assert node.stop() == 0
+    assert sent == []
+
+
+def test_what_an_exited_node_left_in_its_group_goes_when_the_exit_is_seen(tmp_path):
+    code = ('import subprocess, sys\n'
+            'child = subprocess.Popen(["sleep", "60"])\n'
+            'print(child.pid, flush=True)\n')
+    node = NodeProcess(None, 'parent', _py(code), tmp_path, suffix='.txt').start()
+    assert node.wait(timeout=10) == 0
+    child = int(open(node.log_path).read())
+    deadline = time.monotonic() + 5
+    while not _gone_or_zombie(child):
+        assert time.monotonic() < deadline, 'the orphan outlived its node'
+        time.sleep(0.02)
+
+
+def test_the_barrier_pipe_closes_once_go_is_written(tmp_path):
+    code = ('import json, sys\n'
+            'print(json.dumps({"event": "ready"}), flush=True)\n'
+            'assert sys.stdin.readline() == "go\\n"\n'
+            'sys.stdin.read()\n'           # returns only at end of file
+            'print(json.dumps({"event": "eof"}), flush=True)\n')
+    node = NodeProcess(None, 'reader', _py(code), tmp_path, ready=LogReady(),
+                       barrier=True).start()
+    node.wait_ready(timeout=10)
+    node.go()
+    assert node.wait(timeout=10) == 0       # before: blocked until teardown
+    assert json.loads(open(node.log_path).read().splitlines()[-1]) == {'event': 'eof'}

@@ -18,6 +18,13 @@ and a stop that signals its own PID, never a name pattern.
 - ``stop()`` sends SIGTERM to the process group the process leads (Mininet's
   ``mnexec -d`` and our local start both make it a session leader, so its
   children go too), waits a grace period, then SIGKILL.
+- A process group is signalled only while its number cannot belong to anyone
+  else: until the leader is reaped its PID is held by the zombie, and once it
+  is reaped (the first ``poll``/``wait`` that sees it exit) what is left of the
+  group is killed at once and the group is never signalled again.  Signalling
+  it later, at teardown, could hit an unrelated process that was given the
+  same number meanwhile.  The barrier's stdin pipe is closed as soon as ``go``
+  is written, so finished nodes hold no pipes until teardown.
 
 ``host`` is a Mininet node (``host.popen`` puts the process into the host's
 network namespace and, for ``CPULimitedHost``, its cgroup) or ``None`` to run
@@ -174,6 +181,7 @@ class NodeProcess:
         self.err_path = os.path.join(str(log_dir), name + '.err')
         self.popen = None
         self.started_at = None
+        self.exit_seen_at = None    # when a poll/wait first saw the exit
 
     @property
     def pid(self):
@@ -183,7 +191,30 @@ class NodeProcess:
     @property
     def returncode(self):
         """Return the exit status, or None while running (or not started)."""
-        return self.popen.poll() if self.popen else None
+        return self.poll()
+
+    def poll(self):
+        """Return the exit status or None; reaping sweeps the group (see above)."""
+        if self.popen is None:
+            return None
+        return self._seen(self.popen.poll())
+
+    def _seen(self, code):
+        """Note the first sight of an exit: kill what is left of the group now,
+        while its number is still ours."""
+        if code is not None and self.exit_seen_at is None:
+            self.exit_seen_at = time.monotonic()
+            self._signal(signal.SIGKILL, group_only=True)
+            self._close_stdin()
+        return code
+
+    def _close_stdin(self):
+        """Close the barrier pipe (idempotent)."""
+        if self.popen is not None and self.popen.stdin:
+            try:
+                self.popen.stdin.close()
+            except OSError:
+                pass
 
     def start(self):
         """Start the process with stdout/stderr going to its log files."""
@@ -234,33 +265,31 @@ class NodeProcess:
         except (BrokenPipeError, ValueError):
             raise NodeError('%s: stdin closed before go (status %s)%s' % (
                 self.name, self.returncode, self._err_tail()))
+        finally:
+            self._close_stdin()     # 'go' is all it will ever read
 
     def wait(self, timeout=None):
         """Wait for the process to exit and return its status."""
         try:
-            return self.popen.wait(timeout=timeout)
+            return self._seen(self.popen.wait(timeout=timeout))
         except subprocess.TimeoutExpired:
             raise NodeError('%s still running after %ss' % (self.name, timeout))
 
     def stop(self, grace=5.0):
-        """Stop the process: SIGTERM, then SIGKILL after grace seconds."""
+        """Stop the process: SIGTERM, then SIGKILL after grace seconds.
+
+        A process that had already exited is not signalled at all: its group
+        was swept when the exit was first seen."""
         if self.popen is None:
             return None
-        if self.popen.poll() is None:
+        if self.poll() is None:
             self._signal(signal.SIGTERM)
             try:
-                self.popen.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
+                self.wait(timeout=grace)
+            except NodeError:
                 self._signal(signal.SIGKILL)
-                self.popen.wait()
-        else:
-            # The leader exited; children it left in its group still go.
-            self._signal(signal.SIGKILL, group_only=True)
-        if self.popen.stdin:
-            try:
-                self.popen.stdin.close()
-            except OSError:
-                pass
+                self.wait()
+        self._close_stdin()
         return self.popen.returncode
 
     def _signal(self, signum, group_only=False):
@@ -294,14 +323,13 @@ class NodeProcess:
 
 def stop_all(nodes, grace=5.0):
     """Stop many nodes with one shared grace period; return {name: status}."""
-    running = [n for n in nodes if n.popen is not None and
-               n.popen.poll() is None]
+    running = [n for n in nodes if n.popen is not None and n.poll() is None]
     for node in running:
         node._signal(signal.SIGTERM)
     deadline = time.monotonic() + grace
     for node in running:
         try:
-            node.popen.wait(timeout=max(deadline - time.monotonic(), 0))
-        except subprocess.TimeoutExpired:
+            node.wait(timeout=max(deadline - time.monotonic(), 0))
+        except NodeError:
             pass
     return {node.name: node.stop(grace=0) for node in nodes}
