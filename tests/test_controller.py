@@ -321,3 +321,44 @@ def test_controller_refuses_a_port_in_use_and_reports_a_dead_process(tmp_path):
         assert controller.process.poll() is not None
     finally:
         controller.stop()
+
+
+RUNNER_STAND_IN = r'''
+import sys, time
+from repronet.emu.controller import OsKenController
+out = open(sys.argv[2], 'w')
+def started(c):
+    out.write('%d\n' % c.process.pid)     # before it listens: a crash now is covered
+    out.flush()
+c = OsKenController('c8', port=int(sys.argv[1]), log_dir=sys.argv[3], on_start=started)
+c.start()
+out.write('listening\n')
+out.flush()
+time.sleep(120)
+'''
+
+
+@pytest.mark.root
+@needs_osken
+def test_a_sigkilled_runner_takes_its_controller_with_it(tmp_path):
+    """The controller's PID reaches on_start before it listens, and the controller dies with
+    the process that started it (an orphan kept port 6653 and broke every later run)."""
+    port = _free_port()
+    said = tmp_path / 'said'
+    runner = subprocess.Popen([sys.executable, '-c', RUNNER_STAND_IN, str(port), str(said),
+                               str(tmp_path)], cwd=os.path.dirname(APP) + '/..')
+    try:
+        _wait_for(lambda: said.exists() and 'listening' in said.read_text(), 60,
+                  'the controller to listen')
+        pid = int(said.read_text().split()[0])
+        assert open('/proc/%d/cmdline' % pid, 'rb').read().split(b'\0')[0].endswith(b'python3')
+        runner.kill()
+        runner.wait()
+        _wait_for(lambda: not os.path.exists('/proc/%d' % pid)
+                  or open('/proc/%d/stat' % pid).read().rsplit(')', 1)[1].split()[0] == 'Z',
+                  10, 'the orphaned controller %d to die' % pid)
+        with socket.socket() as again:          # the port is free for the next run
+            again.bind(('127.0.0.1', port))
+    finally:
+        runner.kill()
+        runner.wait()

@@ -17,6 +17,11 @@ and replaces the process handling:
   app's own event log (``switch_connected`` records);
 * ``stop()`` sends SIGTERM to its own PID (the app writes one last statistics round and exits),
   escalates to SIGKILL after ``stop_timeout``, and never kills by name.
+* it cannot outlive the runner: it is started through ``setpriv --pdeathsig KILL`` (util-linux),
+  so the kernel kills it when the process that started it dies, even by SIGKILL, and its PID is
+  handed to ``on_start`` the moment it exists, before it listens, so the next run's leftover
+  cleanup finds it too.  An orphaned controller used to keep port 6653 and fail every later
+  ``--switch osken`` run.
 
 The app listens on 127.0.0.1 only: switches of the userspace datapath connect from the root
 namespace, and nothing outside the machine needs to reach it.
@@ -35,6 +40,7 @@ from repronet.run.results import read_jsonl
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 APP = os.path.join(REPO, 'nodes', 'osken_switch.py')
+SETPRIV = shutil.which('setpriv') or '/usr/bin/setpriv'
 
 
 class ControllerError(RuntimeError):
@@ -72,7 +78,7 @@ class OsKenController(Controller):
 
     def __init__(self, name, port=6653, stats_log=None, stats_interval=1.0, log_dir=None,
                  idle_timeout=60, command=None, ready_timeout=30.0, stop_timeout=10.0,
-                 **params):
+                 on_start=None, **params):
         """Prepare paths and arguments; the process starts in start()."""
         if not 0 < int(port) < 65536:
             raise ValueError('port must be in 1..65535, got %r' % (port,))
@@ -88,6 +94,7 @@ class OsKenController(Controller):
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         self.process = None
+        self.on_start = on_start
         self.start_seconds = None
         self._files = []
         super().__init__(name, inNamespace=False, command=command or find_osken_manager(),
@@ -106,9 +113,9 @@ class OsKenController(Controller):
                                   'or give OsKenController another port' % self.port)
 
     def argv(self):
-        """The controller's command line, as a list."""
-        return [self.command, '--ofp-listen-host', self.ip,
-                '--ofp-tcp-listen-port', str(self.port), APP]
+        """The controller's command line, as a list (dies with its parent, see above)."""
+        return [SETPRIV, '--pdeathsig', 'KILL', '--', self.command, '--ofp-listen-host',
+                self.ip, '--ofp-tcp-listen-port', str(self.port), APP]
 
     def environment(self):
         """The environment the app reads its configuration from."""
@@ -135,6 +142,8 @@ class OsKenController(Controller):
                                         cwd=self.log_dir, start_new_session=True)
         self.execed = False
         try:
+            if self.on_start is not None:
+                self.on_start(self)
             self._wait_listening(began + self.ready_timeout)
         except ControllerError:
             self.stop_process()

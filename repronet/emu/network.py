@@ -33,12 +33,7 @@ from mininet.net import Mininet
 from mininet.node import CPULimitedHost, Host, OVSBridge, OVSSwitch
 from mininet.nodelib import LinuxBridge
 
-from repronet.emu import capabilities
-
-try:
-    from repronet.emu import linkemu
-except ImportError:     # until repronet/emu/linkemu.py lands: bandwidth only
-    linkemu = None
+from repronet.emu import capabilities, linkemu
 
 OFFLOADS = ('tx', 'tso', 'gso')
 
@@ -81,8 +76,7 @@ class Network:
         self.stats_interval = stats_interval
         self.on_built = on_built
         self.log_dir = log_dir
-        self.links = (linkemu.plan(topo, self.caps, seed=seed) if linkemu
-                      else _BandwidthOnly(topo))
+        self.links = linkemu.plan(topo, self.caps, seed=seed)
         self.net = None
         self.controller = None
         self.offloads_off = []
@@ -136,12 +130,19 @@ class Network:
                        if self.controller_log else None)
             controller = functools.partial(
                 OsKenController, stats_log=self.controller_log,
-                stats_interval=self.stats_interval, log_dir=log_dir)
+                stats_interval=self.stats_interval, log_dir=log_dir,
+                on_start=self._controller_started)
             switch = functools.partial(OVSSwitch, datapath=self.datapath,
                                        protocols='OpenFlow13')
             return switch, controller
         raise NetworkError('unknown switch kind %r (lxbr, ovs or osken)'
                            % (self.switch,))
+
+    def _controller_started(self, controller):
+        """Record the controller's PID the moment it exists (see on_built)."""
+        if self.on_built:
+            self.controller = controller
+            self.on_built(self)
 
     def _offloads_off(self):
         """Turn off checksum/segmentation offload on every host interface."""
@@ -248,32 +249,3 @@ def _bridge_nf_call():
         except (OSError, ValueError):
             values[table] = None    # br_netfilter not loaded: no traversal
     return values
-
-
-class _BandwidthOnly:
-    """Stand-in for linkemu before it lands: TCLink with bw only."""
-
-    def __init__(self, topo):
-        from mininet.link import TCLink
-        self.link_class = TCLink
-        self._records = []
-        for a, b, info in topo.links(sort=True, withInfo=True):
-            extra = set(info) & {'delay', 'jitter', 'loss'}
-            if extra:
-                raise NetworkError('link %s-%s asks for %s, which needs '
-                                   'repronet/emu/linkemu.py' % (
-                                       a, b, ', '.join(sorted(extra))))
-            self._records.append({'link': '%s-%s' % (a, b),
-                                  'bw': info.get('bw'),
-                                  'mechanism': 'htb' if info.get('bw')
-                                  else None})
-
-    def install(self, net, log_dir=None):
-        """Nothing to install: TCLink configured tc at link creation."""
-
-    def records(self):
-        """Return one record per link."""
-        return list(self._records)
-
-    def stop(self):
-        """Nothing to undo."""
