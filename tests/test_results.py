@@ -51,7 +51,7 @@ def test_finish_rejects_unknown_status(tmp_path):
 
 def test_refuses_to_overwrite_a_run(tmp_path):
     results.ResultsFolder(tmp_path).start('x', {}, 1, [])
-    with pytest.raises(FileExistsError):
+    with pytest.raises(results.FolderError):
         results.ResultsFolder(tmp_path)
 
 

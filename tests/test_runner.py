@@ -14,6 +14,7 @@ from repronet.emu import capabilities
 
 from repronet.run import leftovers, runner
 from repronet.run.results import read_manifest
+from repronet.run.signals import Interrupted, SignalGuard
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCK_SNIPPET = ('import sys; from repronet.run import leftovers\n'
@@ -37,7 +38,7 @@ def test_lock_held_by_another_process_is_waited_for(tmp_path):
     holder = subprocess.Popen(['flock', str(lock), 'sleep', '1.5'])
     try:
         deadline = time.monotonic() + 10
-        while not leftovers._lock_holders(str(lock)):
+        while not leftovers.lock_holders(str(lock)):
             assert time.monotonic() < deadline
             time.sleep(0.02)
         started = time.monotonic()
@@ -69,9 +70,9 @@ def test_state_kills_recorded_processes_only_if_same_start_time(tmp_path):
         state.add_pid(victim.pid)
         # A recorded PID whose start time differs is a reused PID: spared.
         state.data['pids'].append([bystander.pid, 1])
-        state._save()
+        state.save()
         loaded = leftovers.State.load(path)
-        assert [victim.pid, leftovers._start_time(victim.pid)] in \
+        assert [victim.pid, leftovers.start_time(victim.pid)] in \
             loaded.data['pids']
         done = loaded.clear()
         assert done == ['process %d' % victim.pid]
@@ -85,19 +86,27 @@ def test_state_kills_recorded_processes_only_if_same_start_time(tmp_path):
             p.wait()
 
 
-def test_signals_become_interrupted():
-    handlers = runner._install_signals()
-    try:
-        with pytest.raises(runner.Interrupted) as info:
+def test_signals_become_interrupted_or_wait_while_held():
+    before = signal.getsignal(signal.SIGINT)
+    with SignalGuard() as guard:
+        with pytest.raises(Interrupted) as info:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(1)
         assert info.value.signum == signal.SIGTERM
-        runner._defer_signals()
-        os.kill(os.getpid(), signal.SIGINT)     # noted, not raised
+        steps = []
+        with pytest.raises(Interrupted) as info:
+            with guard.held():          # e.g. Popen, then recording the PID
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                steps.append('the held block finished')
+        assert steps == ['the held block finished']
+        assert info.value.signum == signal.SIGINT and guard.pending is None
+        guard.hold()                    # teardown: kept, never raised
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)
-        assert runner._PENDING[-1] == signal.SIGINT
-    finally:
-        runner._restore_signals(handlers)
+        assert guard.pending == signal.SIGTERM
+    assert signal.getsignal(signal.SIGINT) is before
 
 
 FAILING = '''

@@ -1,10 +1,11 @@
 """Sweep expansion, derived seeds, progress lines, shared options."""
 
 import io
+import os
 
 import pytest
 
-from repronet.run import options
+from repronet.run import results, options
 from repronet.run import sweep
 
 
@@ -59,6 +60,18 @@ def test_progress_prints_elapsed_and_eta():
     assert '\r' not in out.getvalue()
 
 
+def test_eta_weighs_the_points_left_by_their_estimates():
+    now = [0.0]
+    out = io.StringIO()
+    # a short point, then one estimated ten times longer, then one unknown
+    progress = sweep.Progress(3, stream=out, clock=lambda: now[0],
+                              weights=[1.0, 10.0, None])
+    now[0] += 2     # the short point took 2 s: twice its estimate
+    progress.point_done({'point': 0})
+    # left: 10 + 5.5 (the unknown one counts as the mean) estimated, at 2 s per unit
+    assert out.getvalue().splitlines()[0].endswith('ETA 0:00:31')
+
+
 class _Exp:
     """A minimal experiment for the option parser."""
 
@@ -84,8 +97,57 @@ def test_options_fill_from_scale_then_defaults():
         (4, 3.0, 'osken', 'x')
 
 
-@pytest.mark.parametrize('argv', [['--repeat', '0'], ['--switch', 'nope'],
-                                  ['--scale', 'huge'], ['--repeat', 'x']])
+@pytest.mark.parametrize('argv', [['--switch', 'nope'], ['--scale', 'huge'],
+                                  ['--repeat', 'x'], ['--cli', 'never']])
 def test_options_reject_bad_values(argv):
     with pytest.raises(SystemExit):
         options.parse(_Exp(), argv)
+
+
+@pytest.mark.parametrize('argv, sentence', [
+    (['--repeat', '0'], '--repeat 0 must be a whole number from 1 to 1000'),
+    (['--repeat', '100000000'], '--repeat 100000000 must be a whole number from 1 to 1000'),
+    (['--seed', '-1'], '--seed -1 must be a whole number from 0 to 2^63-1'),
+    (['--rate', '0'], '--rate 0 must be packets/s from 1 to 1000'),
+    (['--duration', 'nan'], '--duration nan must be seconds from 0.1 to 60'),
+    (['--duration', 'inf'], '--duration inf must be seconds from 0.1 to 60')])
+def test_shared_checks_say_what_is_wrong_in_one_sentence(argv, sentence, tmp_path):
+    params = options.parse(_Exp(), ['--out', str(tmp_path / 'run')] + argv)
+    limits = {'rate': (1, 1000, 'packets/s'), 'duration': (0.1, 60, 'seconds')}
+    with pytest.raises(options.UsageError) as info:
+        options.check_shared(params, limits)
+        options.check_out(params)
+    assert str(info.value) == sentence
+
+
+def test_out_that_cannot_hold_a_run_is_refused_before_anything(tmp_path):
+    a_file = tmp_path / 'file'
+    a_file.write_text('x')
+    busy = tmp_path / 'busy'
+    busy.mkdir()
+    (busy / 'notes.txt').write_text('mine')
+    done = tmp_path / 'done'
+    results.ResultsFolder(done).start('demo', {}, 1, [])
+    read_only = tmp_path / 'ro'
+    read_only.mkdir(mode=0o555)
+    cases = {str(a_file): 'is not a folder', str(a_file / 'run'): 'is not a folder',
+             str(busy): 'holds other files', str(done): 'already holds a run'}
+    if os.geteuid() != 0:   # root may write into a 0555 folder
+        cases[str(read_only / 'run')] = 'is not writable'
+    cases.update({'': 'must name a folder, not an empty string',
+                  '  ': 'must name a folder, not an empty string'})
+    for out, words in cases.items():
+        params = options.parse(_Exp(), ['--out', out])
+        options.check_shared(params)
+        with pytest.raises(options.UsageError) as info:
+            options.check_out(params)
+        assert words in str(info.value), out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['busy', 'done', 'file', 'ro']
+
+
+def test_sweeps_without_points_or_with_absurdly_many_are_refused():
+    with pytest.raises(options.UsageError):
+        options.check_points([])
+    with pytest.raises(options.UsageError):
+        options.check_points([{}] * (options.MAX_POINTS + 1))
+    options.check_points([{}])

@@ -59,6 +59,8 @@ class Smoke(Experiment):
               'default': {'repeat': 3, 'duration': 10},
               'seed': {'repeat': 5, 'duration': 30},
               'defaults': {'bw': 20.0, 'pings': 5, 'interval': 0.5}}
+    limits = {'bw': (0.1, 10000, 'Mbit/s'), 'duration': (1, 3600, 'seconds'),
+              'pings': (1, 10000, 'a whole number'), 'interval': (0.1, 60, 'seconds')}
     stats_interval = 0.5
 
     def add_arguments(self, parser):

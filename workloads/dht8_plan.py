@@ -8,12 +8,11 @@ the disk is what the file sets and the largest point's downloads take under ``--
 (sets already complete there are reused and need nothing new).
 """
 
-import math
 import os
 import pathlib
 
 from repronet.emu.linkemu_params import BW_MAX_MBIT, LinkEmulationError, parse_time_ms
-from repronet.run.options import UsageError
+from repronet.run.options import UsageError, check_range
 from workloads import dht_files
 from workloads.dht8_points import PING_SEARCHES
 
@@ -36,34 +35,23 @@ def fileset_spec(key, params):
     return dht_files.part2_spec(key[-1], params.seed, params.part2_divisor)
 
 
-def _bounded(params, flag, low, high, what='a whole number'):
-    """Raise UsageError unless params.<flag> is a finite number in [low, high]."""
-    value = getattr(params, flag)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-            isinstance(value, float) and not math.isfinite(value)) or not (
-            low <= value <= high):
-        raise UsageError('--%s %s must be %s from %g to %g' % (
-            flag.replace('_', '-'), value, what, low, high))
-
-
 def check_flags(params, parts):
     """Check every dht8 flag's value (bounds, sets, parts among `parts`); normalise.
 
     Raises UsageError with one sentence; sorts --part2-sets (the manifest shows it so)."""
     for flag in ('servers', 'peers', 'window', 'files', 'part2_divisor'):
-        _bounded(params, flag, 1, LIMITS[flag])
+        check_range(params, flag, 1, LIMITS[flag])
     if not 0 <= params.replicas < params.servers:
         raise UsageError('--replicas %d needs at least %d servers (--replicas 0..%d with '
                          '--servers %d)' % (params.replicas, params.replicas + 1,
                                             params.servers - 1, params.servers))
-    _bounded(params, 'timeout', 1e-3, LIMITS['timeout'], 'seconds')
-    _bounded(params, 'bw', 0, BW_MAX_MBIT, 'Mbit/s (0: unshaped)')
+    check_range(params, 'timeout', 1e-3, LIMITS['timeout'], 'seconds')
+    check_range(params, 'bw', 0, BW_MAX_MBIT, 'Mbit/s (0: unshaped)')
     try:
         delay_ms = 0.0 if str(params.delay).strip() == '0' else parse_time_ms(
             params.delay, '--delay', 'dht8')
-    except LinkEmulationError:
-        raise UsageError("--delay %r is not a time with a unit, like '0.05ms', '250us' "
-                         "or 0 for none" % (params.delay,)) from None
+    except LinkEmulationError as e:     # its own sentence, less the 'dht8: ' prefix
+        raise UsageError(str(e).split(': ', 1)[-1]) from None
     if delay_ms > LIMITS['delay_ms']:
         raise UsageError('--delay %s is over %g ms one way' % (
             params.delay, LIMITS['delay_ms']))

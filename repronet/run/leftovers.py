@@ -54,7 +54,7 @@ CHAIN_PREFIX = 'REPRONET_'
 MININET_INTF = re.compile(r'^[^@\s]+-eth\d+$')
 
 
-def _lock_holders(path):
+def lock_holders(path):
     """Return the PIDs that hold a flock on path, from /proc/locks."""
     try:
         st = os.stat(path)
@@ -102,7 +102,7 @@ def machine_lock(path=LOCK_PATH, wait=True):
 
     With wait=False, raise LockBusy instead of waiting (``repronet clean``
     must not touch the network of a live run)."""
-    held_by_parent = _lock_holders(path) & _ancestors()
+    held_by_parent = lock_holders(path) & _ancestors()
     if held_by_parent:
         print('using %s held by parent process %s' % (
             path, ', '.join(map(str, sorted(held_by_parent)))), flush=True)
@@ -114,8 +114,8 @@ def machine_lock(path=LOCK_PATH, wait=True):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if not wait:
-                raise LockBusy(path, _lock_holders(path))
-            holders = ', '.join(map(str, sorted(_lock_holders(path)))) or '?'
+                raise LockBusy(path, lock_holders(path))
+            holders = ', '.join(map(str, sorted(lock_holders(path)))) or '?'
             print('waiting for %s: another run holds it (pid %s)'
                   % (path, holders), flush=True)
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -124,7 +124,7 @@ def machine_lock(path=LOCK_PATH, wait=True):
         os.close(fd)
 
 
-def _start_time(pid):
+def start_time(pid):
     """Return the start time of pid (clock ticks since boot) or None."""
     try:
         with open('/proc/%d/stat' % pid) as f:
@@ -161,7 +161,7 @@ class State:
     def __init__(self, path=STATE_PATH, data=None):
         self.path = path
         self.data = data or {'runner': os.getpid(),
-                             'runner_started': _start_time(os.getpid()),
+                             'runner_started': start_time(os.getpid()),
                              'pids': [], 'intfs': [], 'bridges': [],
                              'ovs_bridges': [], 'namespaces': []}
 
@@ -185,30 +185,30 @@ class State:
         for entry in namespaces.host_namespaces(network):
             if entry[0] not in known:
                 self.data['namespaces'].append(entry)
-        self._save()
+        self.save()
 
     def runner_alive(self):
         """Return the recorded runner's PID if that very process still runs."""
         pid, started = self.data.get('runner'), self.data.get('runner_started')
-        if pid and started is not None and _start_time(pid) == started \
+        if pid and started is not None and start_time(pid) == started \
                 and pid != os.getpid():
             return pid
         return None
 
     def add_pid(self, pid, save=True):
         """Record one process (with its start time)."""
-        entry = [pid, _start_time(pid)]
+        entry = [pid, start_time(pid)]
         if pid and entry not in self.data['pids']:
             self.data['pids'].append(entry)
             if save:
-                self._save()
+                self.save()
 
     def clear(self):
         """Kill recorded processes, delete recorded links; return a summary."""
         done = []
         killed = []
         for pid, started in self.data['pids']:
-            if started is None or _start_time(pid) != started:
+            if started is None or start_time(pid) != started:
                 continue
             for kill in (os.killpg, os.kill):
                 try:
@@ -248,7 +248,7 @@ class State:
             pass
         return done
 
-    def _save(self):
+    def save(self):
         """Write the state file atomically."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         tmp = self.path + '.tmp'

@@ -16,6 +16,13 @@ Shared flags:
                    OpenFlow 1.3 controller, with per-port statistics)
   --datapath DP    auto | kernel | user: the OVS datapath (auto picks kernel
                    where the host has the openvswitch module, else user)
+  --dry-run        print the points, the estimated time and the disk the run
+                   needs, then stop (no root, no lock, nothing built)
+  --keep-going     a point that fails is recorded and the next one runs
+  --cli WHEN       open Mininet's CLI at start, or when a point fails
+
+Every value is checked before anything is built (``check_shared`` and the
+experiment's ``limits`` and ``check``): a wrong one is one sentence and exit 2.
 
 An experiment adds its own flags in ``add_arguments(parser)`` with
 ``default=None`` and gives per-scale values in its ``scales`` dict; values
@@ -23,13 +30,19 @@ still unset after that fall back to ``defaults`` in the same dict.
 """
 
 import argparse
+import math
+import sys
 
 from repronet.run import results
 
 SCALES = ('smoke', 'default', 'seed')
 SWITCHES = ('lxbr', 'ovs', 'osken')
 DATAPATHS = ('auto', 'kernel', 'user')
+CLI_WHEN = ('start', 'failure')
 SHARED_DEFAULTS = {'repeat': 1, 'seed': 1}
+SHARED_LIMITS = {'repeat': (1, 1000, 'a whole number'),
+                 'seed': (0, 2 ** 63 - 1, 'a whole number')}
+MAX_POINTS = 100000     # a sweep larger than this is a typo, not an experiment
 
 
 class UsageError(ValueError):
@@ -57,7 +70,7 @@ def build_parser(experiment):
         help='preset size: smoke finishes in seconds, default is the '
         'normal run, seed reproduces the seed reports (default: default)')
     shared.add_argument(
-        '--repeat', type=_positive_int, metavar='N', default=None,
+        '--repeat', type=int, metavar='N', default=None,
         help='repetitions of every sweep point (default: from --scale)')
     shared.add_argument(
         '--seed', type=int, metavar='S', default=None,
@@ -71,6 +84,18 @@ def build_parser(experiment):
         '--datapath', choices=DATAPATHS, default='auto',
         help='Open vSwitch datapath: kernel module or userspace; auto picks '
         'kernel when the host has it (default auto)')
+    shared.add_argument(
+        '--dry-run', action='store_true',
+        help='print the points, the estimated time and the disk the run needs '
+        '(and where), then stop without building anything')
+    shared.add_argument(
+        '--keep-going', action='store_true',
+        help='record a failed point and go on with the next one (the run ends '
+        'as failed, and the analysis covers the points that finished)')
+    shared.add_argument(
+        '--cli', choices=CLI_WHEN, default=None,
+        help="open Mininet's CLI on the built network: at start, or when a "
+        "point fails (for debugging; needs a terminal)")
     own = parser.add_argument_group('%s options' % experiment.name)
     experiment.add_arguments(own)
     return parser
@@ -92,6 +117,48 @@ def parse(experiment, argv):
     return params
 
 
+def check_range(params, flag, low, high, what='a whole number'):
+    """Raise UsageError unless params.<flag> is a finite number in [low, high]."""
+    value = getattr(params, flag)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)) or not (
+            low <= value <= high) or (what == 'a whole number' and value != int(value)):
+        raise UsageError('--%s %s must be %s from %s to %s' % (
+            flag.replace('_', '-'), value, what, _num(low), _num(high)))
+
+
+def _num(x):
+    """Return a bound as people write it (1000, 0.001, 2^63-1)."""
+    return '2^63-1' if x == 2 ** 63 - 1 else '%g' % x
+
+
+def check_shared(params, limits=None):
+    """Check the shared flags and an experiment's ``limits`` ({flag: (low, high,
+    what)}); raise UsageError with one sentence.  Runs before the lock."""
+    for flag, bounds in dict(SHARED_LIMITS, **(limits or {})).items():
+        if getattr(params, flag, None) is not None:
+            check_range(params, flag, *bounds)
+    if params.cli and not sys.stdin.isatty():
+        raise UsageError('--cli needs a terminal on standard input')
+
+
+def check_out(params):
+    """Raise UsageError unless --out can hold a new run (checked as the user
+    who will write it, so after the root check)."""
+    problem = results.out_problem(params.out)
+    if problem:
+        raise UsageError(problem)
+
+
+def check_points(points):
+    """Refuse an empty or absurdly large sweep (one sentence)."""
+    if not points:
+        raise UsageError('these flags give no points to run')
+    if len(points) > MAX_POINTS:
+        raise UsageError('these flags give %d points, more than %d; use fewer values or '
+                         'a smaller --repeat' % (len(points), MAX_POINTS))
+
+
 def _scales_text(experiment):
     """Return the help text listing each scale's preset values."""
     scales = getattr(experiment, 'scales', {}) or {}
@@ -103,14 +170,3 @@ def _scales_text(experiment):
                 for k, v in scales[name].items())))
     return ('presets (--scale; "defaults" fill what the scale leaves '
             'unset):\n' + '\n'.join(lines)) if lines else None
-
-
-def _positive_int(text):
-    """Parse a positive integer for argparse."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError('%r is not an integer' % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError('must be at least 1, not %d' % value)
-    return value

@@ -53,21 +53,31 @@ def read_manifest(run_dir):
         return json.load(f)
 
 
+class Records(list):
+    """The records read_jsonl kept; ``dropped`` counts the lines it could not read."""
+
+    dropped = 0
+
+
 def read_jsonl(path, event=None):
     """Return the JSON-object records of a JSON-lines log, optionally only one event.
 
     A missing file gives []; lines that are not a JSON object (a partial last line of a
-    node killed mid-write, stray text) are skipped, so analysis never dies on a raw log.
+    node killed mid-write, stray text) are skipped, so analysis never dies on a raw log,
+    and counted in the result's ``dropped`` (a ``list`` with that one attribute), so it
+    can say what it skipped. Blank lines are neither records nor dropped.
     """
-    records = []
+    records = Records()
     try:
         with open(path, encoding='utf-8', errors='replace') as f:
             for line in f:
                 try:
                     record = json.loads(line)
                 except ValueError:
-                    continue
-                if isinstance(record, dict) and (event is None or record.get('event') == event):
+                    record = None
+                if not isinstance(record, dict):
+                    records.dropped += bool(line.strip())
+                elif event is None or record.get('event') == event:
                     records.append(record)
     except FileNotFoundError:
         pass
@@ -81,21 +91,74 @@ def read_points(run_dir):
     return sorted(pairs, key=lambda pair: pair[0]['point'])
 
 
+class FolderError(RuntimeError):
+    """The results folder cannot be made where --out says (one sentence)."""
+
+
+def out_problem(out):
+    """Return why --out cannot hold a new run (one sentence), or None.
+
+    Checked before the machine lock, so a typo costs nothing: an empty name
+    would write the run into the current folder, a file or a read-only place
+    would fail only after the network was built."""
+    if not str(out).strip():
+        return '--out must name a folder, not an empty string'
+    path = pathlib.Path(out).absolute()
+    if (path / 'manifest.json').exists():
+        return '--out %s already holds a run (manifest.json exists); choose another' % out
+    probe = path
+    while not os.path.lexists(probe):
+        probe = probe.parent
+    if not probe.is_dir():
+        return '--out %s cannot be a folder: %s is not a folder' % (out, probe)
+    if probe == path and any(path.iterdir()) and not (path / 'logs').is_dir():
+        return '--out %s is a folder that holds other files; choose a new or empty one' % out
+    if not os.access(probe, os.W_OK | os.X_OK) or os.statvfs(probe).f_flag & os.ST_RDONLY:
+        return '--out %s: %s is not writable' % (out, probe)
+    return None
+
+
+def hand_over(path):
+    """Give a results folder to the user who ran sudo (SUDO_UID/SUDO_GID).
+
+    Runs need root, but the analysis does not: ``repronet analyse`` as that user
+    must be able to rewrite tables/, figures/ and report.md.  The parent folder
+    (e.g. results/) is handed over too when root made it for this run."""
+    uid, gid = os.environ.get('SUDO_UID'), os.environ.get('SUDO_GID')
+    if os.geteuid() != 0 or not uid or not uid.isdigit():
+        return False
+    uid, gid = int(uid), int(gid) if gid and gid.isdigit() else -1
+    path = pathlib.Path(path)
+    targets = [path.parent] if path.parent.stat().st_uid == 0 and \
+        path.parent != pathlib.Path('/') and path.parent.name == 'results' else []
+    for root, dirs, files in os.walk(path):
+        targets.append(pathlib.Path(root))
+        targets += [pathlib.Path(root) / n for n in dirs + files]
+    for target in targets:
+        try:
+            os.chown(target, uid, gid, follow_symlinks=False)
+        except OSError:
+            pass
+    return True
+
+
 class ResultsFolder:
     """A results folder with its manifest, created fresh for one run."""
 
     def __init__(self, path):
         self.path = pathlib.Path(path)
-        if (self.path / 'manifest.json').exists():
-            raise FileExistsError(
-                '%s already holds a run (manifest.json exists); '
-                'choose another --out' % self.path)
+        problem = out_problem(path)
+        if problem:
+            raise FolderError(problem)
         self.logs = self.path / 'logs'
         self.tables = self.path / 'tables'
         self.figures = self.path / 'figures'
         self.report = self.path / 'report.md'
-        for d in (self.path, self.logs, self.tables, self.figures):
-            d.mkdir(parents=True, exist_ok=True)
+        try:
+            for d in (self.path, self.logs, self.tables, self.figures):
+                d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise FolderError('--out %s cannot be made: %s' % (path, e.strerror)) from None
         self.manifest = {}
 
     def start(self, experiment, params, seed, argv, **fields):

@@ -36,13 +36,19 @@ all node processes, stop the network, remove what a crash would have left,
 and finish the manifest (ok | failed | interrupted).  Finally it runs the
 experiment's analysis, the same code as ``python -m analysis RUN_DIR``.
 
-Ctrl-C is handled in one place: SIGINT and SIGTERM raise ``Interrupted``
-(a BaseException, so an experiment's ``except Exception`` cannot swallow it),
-which unwinds through the teardown above; further signals during teardown are
-noted and ignored.  The exit status is 0 (ok), 1 (failed) or 128+signal
-(130 for SIGINT, 143 for SIGTERM).
+Ctrl-C is handled in one place (``repronet.run.signals``): SIGINT and SIGTERM
+raise ``Interrupted``, which unwinds through the teardown above; a signal during
+teardown, while the results folder is created or while a process starts, waits
+until that is done and then makes the run ``interrupted`` (never ``ok``); one
+during the analysis stops the analysis with one line.  The exit status is 0
+(ok), 1 (failed) or 128+signal (130 for SIGINT, 143 for SIGTERM).
 
-``RunContext`` (``ctx``) is what ``run_point`` gets: ``ctx.net`` (the Mininet
+``--dry-run`` prints the points, the estimated time and the disk the run needs,
+and stops before the lock; ``--keep-going`` records a failed point and runs the
+next one; ``--cli start|failure`` opens Mininet's CLI on the built network.
+Results made under ``sudo`` are handed to the user who ran sudo.
+
+``RunContext`` (``ctx``, ``repronet.run.context``) is what ``run_point`` gets: ``ctx.net`` (the Mininet
 object), ``ctx.params``, ``ctx.results`` (ResultsFolder), ``ctx.network``
 (what was chosen), ``ctx.caps``, ``ctx.point``, ``ctx.host(name)``,
 ``ctx.start_node(host, name, argv, ready=..., barrier=False, suffix='.jsonl',
@@ -58,99 +64,21 @@ Node processes inherit ``PYTHONPATH`` with the repository root, so
 ``[sys.executable, '-m', 'nodes.x']`` works on every host.
 """
 
-import contextlib
 import json
 import os
 import pathlib
-import signal
 import sys
 import time
 import traceback
 
-from repronet.emu.process import NodeProcess, stop_all
-from repronet.run import cpu, leftovers, options, results
-from repronet.run import sweep
+from repronet.run import cpu, leftovers, options, results, sweep
+from repronet.run.context import RunContext
+from repronet.run.signals import Interrupted, SignalGuard
+
+__all__ = ['Experiment', 'RunContext', 'Interrupted', 'EXIT_FAILED']
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXIT_FAILED = 1
-
-
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived; unwinds through teardown."""
-
-    def __init__(self, signum):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class RunContext:
-    """What run_point sees: the network, parameters, results and nodes."""
-
-    def __init__(self, network, params, results_folder, state, monitor=None):
-        self.network = network
-        self._monitor = monitor
-        self.net = network.net
-        self.caps = network.caps
-        self.params = params
-        self.results = results_folder
-        self.point = None
-        self._progress = sweep.Progress(0)
-        self.nodes = []
-        self._names = set()
-        self._state = state
-
-    def host(self, name):
-        """Return the Mininet host called name."""
-        return self.net.get(name)
-
-    def start_node(self, host, name, argv, ready=None, barrier=False,
-                   suffix='.jsonl', timeout=30, env=None, wait=True):
-        """Start a tracked NodeProcess; wait for readiness unless barrier
-        or wait=False (start many, then node.wait_ready() each)."""
-        if name in self._names:
-            raise ValueError('node name %r already used in this run' % name)
-        if isinstance(host, str):
-            host = self.host(host)
-        node = NodeProcess(host, name, argv, self.results.logs, ready=ready,
-                           barrier=barrier, suffix=suffix, env=env)
-        self._names.add(name)
-        node.start()
-        self.nodes.append(node)
-        self._state.add_pid(node.pid)
-        if wait and not barrier:
-            node.wait_ready(timeout)
-        return node
-
-    @contextlib.contextmanager
-    def timed(self):
-        """Mark the timed part of a point: the CPU verdict is taken over these
-        parts only (not file generation, hashing or process start-up).  An
-        experiment that never calls it is judged over whole points."""
-        if self._monitor is not None:
-            self._monitor.set_phase(cpu.MEASURE)
-        try:
-            yield
-        finally:
-            if self._monitor is not None:
-                self._monitor.set_phase(None)
-
-    def heartbeat(self, done, total=None, unit=''):
-        """Say how far a long point is (e.g. bytes of a 1 GB download); prints
-        at most every HEARTBEAT_S seconds, so it is cheap to call often."""
-        self._progress.heartbeat(done, total, unit)
-
-    def release(self, nodes, timeout=30):
-        """Barrier: wait until all nodes are ready, then send go to each."""
-        deadline = time.monotonic() + timeout
-        for node in nodes:
-            node.wait_ready(max(deadline - time.monotonic(), 0.1))
-        for node in nodes:
-            node.go()
-
-    def stop_nodes(self, nodes=None):
-        """Stop the given nodes (default all) with one shared grace period."""
-        nodes = list(self.nodes if nodes is None else nodes)
-        return stop_all(list(reversed(nodes)))
 
 
 class Experiment:
@@ -158,6 +86,7 @@ class Experiment:
 
     name = None
     scales = {}
+    limits = {}             # {flag: (low, high, 'what')}: checked for every run
     stats_interval = 1.0
     timed_parts = False     # True: run_point marks its timed parts with ctx.timed()
 
@@ -186,7 +115,8 @@ class Experiment:
     def check(self, params):
         """Check the parameters; raise options.UsageError with one sentence.
 
-        Called before the lock, the cleanup and the results folder."""
+        Called before the lock, the cleanup and the results folder, after the
+        shared checks and the bounds in ``limits``."""
 
     def estimate(self, params, point):
         """Return the expected seconds of one point (weights the ETA), or None."""
@@ -211,56 +141,80 @@ class Experiment:
         argv = sys.argv[1:] if argv is None else list(argv)
         params = options.parse(self, argv)
         try:
+            options.check_shared(params, self.limits)
             self.check(params)
+            points = self.points(params)
+            options.check_points(points)
         except options.UsageError as e:
             print('%s: %s' % (self.name, e), file=sys.stderr)
             return 2
+        if params.dry_run:
+            return self._dry_run(params, points)
         if os.geteuid() != 0:
             print('%s: Mininet needs root; run with sudo /usr/bin/python3'
                   % self.name, file=sys.stderr)
             return EXIT_FAILED
+        try:
+            options.check_out(params)
+        except options.UsageError as e:
+            print('%s: %s' % (self.name, e), file=sys.stderr)
+            return 2
         os.environ['PYTHONPATH'] = os.pathsep.join(
             [str(REPO)] + [p for p in os.environ.get('PYTHONPATH', '').split(
                 os.pathsep) if p])
-        handlers = _install_signals()
-        try:
-            with leftovers.machine_lock():
-                leftovers.clean()
-                status, folder = self._run(params, argv)
-        except Interrupted as e:    # before the results folder existed
-            print('%s: interrupted (%s) before the run started'
-                  % (self.name, e), file=sys.stderr)
-            return 128 + e.signum
-        except FileExistsError as e:    # --out names an earlier run
-            print('%s: %s' % (self.name, e), file=sys.stderr)
-            return EXIT_FAILED
-        finally:
-            _restore_signals(handlers)
-        print('%s: %s, results in %s' % (self.name, status, folder.path),
-              flush=True)
-        if status == 'ok':
-            return self._analyse(folder.path)
-        if status == 'interrupted':
-            return 128 + folder.manifest.get('signal', signal.SIGINT)
-        return EXIT_FAILED
+        with SignalGuard() as guard:
+            try:
+                with leftovers.machine_lock():
+                    leftovers.clean()
+                    status, folder = self._run(params, argv, points, guard)
+            except Interrupted as e:    # before the results folder existed
+                print('%s: interrupted (%s) before the run started'
+                      % (self.name, e), file=sys.stderr)
+                return 128 + e.signum
+            if folder is None:          # --out could not be made: said why
+                return EXIT_FAILED
+            print('%s: %s, results in %s' % (self.name, status, folder.path),
+                  flush=True)
+            code = {'ok': 0, 'interrupted': 128 + folder.manifest.get(
+                'signal', 2)}.get(status, EXIT_FAILED)
+            if status == 'ok' or (status == 'failed' and
+                                  folder.manifest.get('points_ok')):
+                code = self._analyse(folder.path, guard) or code
+            results.hand_over(folder.path)
+        return code
 
-    def _run(self, params, argv):
+    def _dry_run(self, params, points):
+        """Print the points, the estimated time and the disk; return 0."""
+        estimates = [self.estimate(params, p) for p in points]
+        for point, seconds in zip(points, estimates):
+            print(' '.join(filter(None, [
+                '[%d]' % point['point'], sweep.describe(point),
+                '~' + ('?' if seconds is None else sweep.format_duration(seconds))])))
+        known = [s for s in estimates if s is not None]
+        print('%d points, estimated %s%s; results in %s' % (
+            len(points), sweep.format_duration(sum(known)),
+            '' if len(known) == len(points) else ' (%d points without an '
+            'estimate)' % (len(points) - len(known)), params.out))
+        for path, nbytes in self.disk(params):
+            print('writes %.1f MB in %s' % (nbytes / 1e6, path))
+        return 0
+
+    def _run(self, params, argv, points, guard):
         """Run under the lock; return (status, results folder)."""
         from repronet.emu import capabilities, network
         from repronet.run import provenance
-        folder = results.ResultsFolder(params.out)
-        folder.start(self.name, vars(params), params.seed,
-                     [sys.argv[0]] + argv)
+        folder = net = ctx = monitor = None
         state = leftovers.State()
-        net = ctx = monitor = None
         status, error, fields = 'failed', None, {}
         try:
+            with guard.held():      # no half-made folder saying 'running'
+                folder = results.ResultsFolder(params.out)
+                folder.start(self.name, vars(params), params.seed,
+                             [sys.argv[0]] + argv, points=len(points))
             caps = capabilities.probe()
             folder.update(capabilities=caps.as_dict(),
                           provenance=provenance.collect(REPO))
             topo = self.topology(params)
-            points = self.points(params)
-            folder.update(points=len(points))
             monitor = cpu.CpuMonitor(0.5, path=folder.log_path('cpu')).start()
             net = network.Network(
                 topo, params.switch, params.datapath, caps,
@@ -269,29 +223,47 @@ class Experiment:
                 seed=params.seed, log_dir=folder.logs)
             net.start()
             folder.update(mechanisms=net.mechanisms())
-            ctx = RunContext(net, params, folder, state, monitor)
+            progress = sweep.Progress(len(points), weights=[
+                self.estimate(params, p) for p in points])
+            ctx = RunContext(net, params, folder, state, monitor, guard,
+                             progress)
             self.setup(ctx)
-            self._points(ctx, points, folder, monitor)
+            if params.cli == 'start':
+                _open_cli(ctx, 'the network is up')
+            failed = self._points(ctx, points, folder, monitor)
+            fields['points_ok'] = len(points) - len(failed)
+            if failed:
+                error = '%d of %d points failed (--keep-going): %s' % (
+                    len(failed), len(points), '; '.join(failed[:3]))
             self.finish(ctx)
-            status = 'ok'
+            status = 'ok' if not failed else 'failed'
         except Interrupted as e:
             status, error = 'interrupted', str(e)
             fields['signal'] = e.signum
             print('%s: %s, tearing down' % (self.name, e), flush=True)
-        except Exception as e:
+        except results.FolderError as e:
+            error = str(e)
+            print('%s: %s' % (self.name, e), file=sys.stderr, flush=True)
+        except BaseException as e:  # SystemExit too: the manifest says why
             error = '%s: %s' % (type(e).__name__, e)
             if isinstance(e, _clear_errors()):    # one sentence says it all
                 print('%s: %s' % (self.name, e), file=sys.stderr, flush=True)
             else:
                 traceback.print_exc()
+            if ctx is not None and params.cli == 'failure':
+                _open_cli(ctx, 'the run failed: %s' % error)
         finally:
-            _defer_signals()
+            guard.hold()            # teardown runs to the end, whatever comes
             if monitor is not None:
                 monitor.set_phase(None)
             error = _teardown(ctx, net, state, error)
             if ctx is not None:
                 fields['nodes'] = [node_record(n) for n in ctx.nodes]
-            if error and status == 'ok':
+            if guard.pending is not None and status != 'interrupted':
+                status, fields['signal'] = 'interrupted', guard.pending
+                error = '; '.join(filter(None, [error, '%s during teardown' % (
+                    Interrupted(guard.pending))]))
+            elif error and status == 'ok':
                 status = 'failed'
             if monitor is not None:
                 monitor.stop()
@@ -300,42 +272,69 @@ class Experiment:
                     print('%s: WARNING: the CPU was saturated during this run;'
                           ' the machine, not the emulated network, may have '
                           'limited the results' % self.name, flush=True)
-            folder.finish(status, error, **fields)
+            if folder is not None:
+                folder.finish(status, error, **fields)
+        if folder is None and status == 'interrupted':
+            raise Interrupted(fields['signal'])
         return status, folder
 
     def _points(self, ctx, points, folder, monitor):
-        """Run every point with a progress line and a points.jsonl record."""
-        progress = sweep.Progress(len(points))
-        ctx._progress = progress
+        """Run every point with a progress line and a points.jsonl record;
+        return the failed points' descriptions (only with --keep-going)."""
+        failed = []
         with open(folder.log_path('points'), 'a') as log:
             for point in points:
                 ctx.point = point
                 started = time.time()
+                first_node = len(ctx.nodes)
                 if not self.timed_parts:    # judge CPU over whole points
                     monitor.set_phase(cpu.MEASURE)
+                record = {'event': 'point', 'point': point}
                 try:
-                    result = self.run_point(ctx, point)
+                    record['result'] = self.run_point(ctx, point)
+                except Exception as e:
+                    if not ctx.params.keep_going:
+                        raise
+                    record.update(status='failed', error='%s: %s' % (
+                        type(e).__name__, e))
+                    failed.append('point %d: %s' % (point['point'], e))
+                    ctx.stop_nodes(ctx.nodes[first_node:])
                 finally:
                     monitor.set_phase(None)
-                record = {'t': round(time.time(), 6), 'event': 'point',
-                          'point': point, 'started': round(started, 6),
-                          'elapsed': round(time.time() - started, 6),
-                          'result': result}
+                record.update(t=round(time.time(), 6), started=round(started, 6),
+                              elapsed=round(time.time() - started, 6))
                 log.write(json.dumps(record, sort_keys=True) + '\n')
                 log.flush()
-                progress.point_done(point, result=result)
+                if 'error' in record and ctx.params.cli == 'failure':
+                    _open_cli(ctx, 'point %d failed: %s' % (
+                        point['point'], record['error']))
+                ctx.progress.point_done(
+                    point, status='FAILED' if 'error' in record else 'ok',
+                    result=record.get('result'))
+        return failed
 
-    def _analyse(self, run_dir):
+    def _analyse(self, run_dir, guard):
         """Run the analysis of a finished run; return the exit status."""
+        hint = '"repronet analyse %s"' % run_dir
         try:
             self.analyse(run_dir)
+        except Interrupted as e:
+            print('%s: analysis interrupted (%s); the run itself is complete, '
+                  'rerun it with %s' % (self.name, e, hint), file=sys.stderr)
+            return 128 + e.signum
         except Exception:
             traceback.print_exc()
             print('%s: analysis failed; the run itself is complete, retry with '
-                  '"python -m analysis %s"' % (self.name, run_dir),
-                  file=sys.stderr)
+                  '%s' % (self.name, hint), file=sys.stderr)
             return EXIT_FAILED
         return 0
+
+
+def _open_cli(ctx, why):
+    """Open Mininet's CLI on the running network (for debugging)."""
+    from mininet.cli import CLI
+    print('*** %s: opening the Mininet CLI; "exit" goes on' % why, flush=True)
+    CLI(ctx.net)
 
 
 def _clear_errors():
@@ -343,7 +342,7 @@ def _clear_errors():
     from repronet.emu import capabilities, linkemu_params, network
     from repronet.emu.process import NodeError
     return (capabilities.CapabilityError, linkemu_params.LinkEmulationError,
-            network.NetworkError, NodeError)
+            network.NetworkError, NodeError, options.UsageError)
 
 
 def node_record(node):
@@ -375,36 +374,3 @@ def _teardown(ctx, net, state, error):
         print(text, file=sys.stderr)
         error = text if error is None else error + '; ' + text
     return error
-
-
-_PENDING = []
-
-
-def _raise_interrupted(signum, frame):
-    """Signal handler: turn SIGINT/SIGTERM into Interrupted."""
-    raise Interrupted(signum)
-
-
-def _note_signal(signum, frame):
-    """Signal handler during teardown: note the signal, keep tearing down."""
-    _PENDING.append(signum)
-    print('signal %s during teardown: finishing teardown first'
-          % signal.Signals(signum).name, file=sys.stderr, flush=True)
-
-
-def _install_signals():
-    """Install the Interrupted handlers; return the old ones."""
-    return {s: signal.signal(s, _raise_interrupted)
-            for s in (signal.SIGINT, signal.SIGTERM)}
-
-
-def _defer_signals():
-    """Make further signals wait until teardown is done."""
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, _note_signal)
-
-
-def _restore_signals(handlers):
-    """Put the previous signal handlers back."""
-    for s, handler in handlers.items():
-        signal.signal(s, handler)

@@ -15,7 +15,10 @@ seeds on any machine (Python's ``hash()`` is salted per process; SHA-256 is not)
 
 ``Progress`` prints one line per finished point with elapsed time and ETA.  It
 writes plain lines (no carriage returns), so it reads the same in a terminal,
-a pipe and a CI log.
+a pipe and a CI log.  Points are not equally long (a 1 GB download against a
+search burst), so the ETA weighs the points left by the experiment's own
+``estimate()`` of each, scaled by how the finished points compared with
+theirs; points without an estimate count as the mean of those with one.
 """
 
 import hashlib
@@ -73,8 +76,9 @@ def format_duration(seconds):
 class Progress:
     """Prints one progress line per finished point: elapsed time and ETA."""
 
-    def __init__(self, total, stream=None, clock=time.monotonic):
+    def __init__(self, total, stream=None, clock=time.monotonic, weights=None):
         self.total = total
+        self.weights = _fill(weights, total)
         self.done = 0
         self.stream = stream or sys.stdout
         self.clock = clock
@@ -103,9 +107,20 @@ class Progress:
         self.done += 1
         elapsed = self.clock() - self.started
         remaining = self.total - self.done
-        eta = elapsed / self.done * remaining
+        done_weight = sum(self.weights[:self.done])
+        eta = elapsed * sum(self.weights[self.done:]) / done_weight \
+            if done_weight > 0 else elapsed / self.done * remaining
         line = '[%d/%d] %s %s  elapsed %s  ETA %s' % (
             self.done, self.total, describe(point), status,
             format_duration(elapsed), format_duration(eta))
         print(line, file=self.stream, flush=True)
         return line
+
+
+def _fill(weights, total):
+    """Return total positive weights: unknown ones get the mean of the known."""
+    weights = list(weights or [])[:total]
+    known = [w for w in weights if w is not None and w > 0]
+    mean = sum(known) / len(known) if known else 1.0
+    weights += [None] * (total - len(weights))
+    return [w if w is not None and w > 0 else mean for w in weights]
