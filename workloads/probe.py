@@ -16,11 +16,18 @@ carrying (stream, sequence number, send time in ns); logs one ``{"event": "echo"
 "rtt_us"}`` line per echo, waits ``--drain`` seconds for late echoes, then sends the end marker
 (10 times, so a lossy path still delivers it) and prints ``{"event": "summary", ...}``.
 
+A send the kernel refuses (EAGAIN: the socket buffer is full; ENOBUFS; an ICMP error such as
+ECONNREFUSED reported on the connected socket) put nothing on the link, so it is not the
+emulated loss the benchmark measures: the summary counts it in ``send_failed`` (and per errno
+in ``send_failed_errors``), never in ``sent``, and the stream goes on. Any other send error
+(e.g. EMSGSIZE) is a mistake in the setup and ends the probe with one line and status 1.
+
     python -m workloads.probe reflect --port 9000
     python -m workloads.probe send --dst 10.0.0.2 --port 9000 --count 20000 --interval 0.0002
 """
 
 import argparse
+import errno
 import json
 import select
 import socket
@@ -32,6 +39,9 @@ DATA = b'RNP1'
 END = b'RNPE'
 HEADER = struct.Struct('!4sIIQ')   # magic, stream, seq (END: count sent), send time ns
 END_COPIES = 10
+MAX_SIZE = 65507                    # largest UDP payload over IPv4
+TRANSIENT = frozenset({errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS, errno.ECONNREFUSED,
+                       errno.EHOSTUNREACH, errno.ENETUNREACH})
 
 
 def emit(record):
@@ -93,6 +103,19 @@ def reflect(args):
             counts.seen = set()
 
 
+def try_send(sock, data, failed):
+    """Send one datagram; True if the kernel took it, else count its errno in failed."""
+    try:
+        sock.send(data)
+        return True
+    except OSError as e:
+        if e.errno not in TRANSIENT:
+            raise
+        name = errno.errorcode.get(e.errno, str(e.errno))
+        failed[name] = failed.get(name, 0) + 1
+        return False
+
+
 def send(args):
     """Send the probe stream, log every echo, then the end marker and a summary."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -100,10 +123,10 @@ def send(args):
     sock.connect((args.dst, args.port))
     sock.setblocking(False)
     pad = b'\0' * max(0, args.size - HEADER.size)
-    echoed, reordered, highest, errors = set(), 0, -1, 0
+    echoed, reordered, highest, failed = set(), 0, -1, {}
     interval_ns = int(args.interval * 1e9)
     start = time.monotonic_ns()
-    sent = 0
+    attempts = sent = 0
     out = []
 
     def drain():
@@ -111,8 +134,10 @@ def send(args):
         while True:
             try:
                 data = sock.recv(65535)
-            except (BlockingIOError, ConnectionRefusedError):
-                return
+            except OSError as e:        # nothing left, or an ICMP error of an earlier send
+                if e.errno in TRANSIENT:
+                    return
+                raise
             now = time.monotonic_ns()
             if len(data) < HEADER.size:
                 continue
@@ -126,15 +151,13 @@ def send(args):
             out.append('{"event": "echo", "seq": %d, "rtt_us": %.1f}\n'
                        % (seq, (now - t_sent) / 1000.0))
 
-    while sent < args.count:
+    while attempts < args.count:
         now = time.monotonic_ns()
-        due = start + sent * interval_ns
+        due = start + attempts * interval_ns
         if now >= due:
-            try:
-                sock.send(HEADER.pack(DATA, args.stream, sent, time.monotonic_ns()) + pad)
-            except (BlockingIOError, ConnectionRefusedError):
-                errors += 1
-            sent += 1
+            packet = HEADER.pack(DATA, args.stream, attempts, time.monotonic_ns()) + pad
+            sent += try_send(sock, packet, failed)
+            attempts += 1
             continue
         select.select([sock], [], [], (due - now) / 1e9)
         drain()
@@ -144,10 +167,11 @@ def send(args):
         drain()
     sys.stdout.write(''.join(out))
     for _ in range(END_COPIES):
-        sock.send(HEADER.pack(END, args.stream, sent, 0))
+        try_send(sock, HEADER.pack(END, args.stream, sent, 0), {})
         time.sleep(0.002)
     emit({'event': 'summary', 'stream': args.stream, 'sent': sent, 'echoed': len(echoed),
-          'reordered_echoes': reordered, 'send_errors': errors,
+          'reordered_echoes': reordered, 'send_failed': attempts - sent,
+          'send_failed_errors': failed,
           'duration_s': round((time.monotonic_ns() - start) / 1e9, 3)})
 
 
@@ -163,7 +187,8 @@ def build_parser():
     s.add_argument('--port', type=int, required=True)
     s.add_argument('--count', type=int, default=1000)
     s.add_argument('--interval', type=float, default=0.01, help='seconds between probes')
-    s.add_argument('--size', type=int, default=64, help='UDP payload bytes (>= 20)')
+    s.add_argument('--size', type=int, default=64,
+                   help='UDP payload bytes (%d..%d)' % (HEADER.size, MAX_SIZE))
     s.add_argument('--stream', type=int, default=1)
     s.add_argument('--drain', type=float, default=2.0, help='seconds to wait for late echoes')
     return parser
@@ -172,12 +197,17 @@ def build_parser():
 def main(argv=None):
     """Run one mode; bad arguments exit with status 2 and a message."""
     args = build_parser().parse_args(argv)
-    if args.mode == 'send' and (args.count < 1 or args.interval < 0 or args.size < 0):
-        build_parser().error('--count must be >= 1, --interval and --size >= 0')
+    if args.mode == 'send' and (args.count < 1 or args.interval < 0 or
+                                not 0 <= args.size <= MAX_SIZE):
+        build_parser().error('--count must be >= 1, --interval >= 0 and --size 0..%d'
+                             % MAX_SIZE)
     try:
         (reflect if args.mode == 'reflect' else send)(args)
     except KeyboardInterrupt:
         return 0
+    except OSError as e:
+        print('workloads.probe %s: %s' % (args.mode, e), file=sys.stderr)
+        return 1
     return 0
 
 
