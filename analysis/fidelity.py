@@ -6,7 +6,9 @@ Reads only ``manifest.json`` and ``logs/`` of a run of ``topologies/fidelity.py`
   RTT std, the probe's median/mean/std/p99 RTT, one-way and echo reordering counts;
 - ``tables/ping.csv``: ``ping`` (kernel receive timestamp) vs ``ping -U`` (user clock);
 - ``tables/loss.csv``: per loss point: probes sent, one-way received, measured loss, the 99 %
-  binomial interval of the lost count around the configured rate;
+  binomial interval of the lost count around the configured rate. Sends the sender's kernel
+  refused (``send_failed``: EAGAIN, ENOBUFS, ...) never reached the link, so they are neither
+  sent nor lost; the tables and the report show how many there were;
 - ``tables/goodput.csv``: TCP and UDP goodput per configured rate and delay, with the ratio,
   and the median RTT of probes sent during the TCP transfer (configured delay + queueing);
 - ``tables/cpu.csv``: per point: seconds, CPU seconds of the linkdelay daemons, machine busy;
@@ -28,7 +30,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis import figures
+from analysis import figures, machine
 from analysis.tables import write_tables
 from repronet.run.results import read_jsonl, read_manifest, read_points
 
@@ -42,18 +44,31 @@ def _base(point):
             'shape': point['shape']}
 
 
+def sent_counts(summary):
+    """(datagrams sent, sends that failed) from a probe summary.
+
+    Probes before ``send_failed`` existed counted a failed send in ``sent`` too (and in
+    ``send_errors``); those are taken out here, since they never reached the link.
+    """
+    if 'send_failed' in summary:
+        return summary['sent'], summary['send_failed']
+    failed = summary.get('send_errors') or 0
+    return summary['sent'] - failed, failed
+
+
 def rtt_rows(logs, point):
     """One rtt.csv row from a probe point's sender and reflector logs."""
     p = point['point']
-    sent = read_jsonl(logs / ('probe-p%d.jsonl' % p))
-    rtts = np.array([r['rtt_us'] for r in sent if r['event'] == 'echo']) / 1000.0
-    summary = next(r for r in sent if r['event'] == 'summary')
+    records = read_jsonl(logs / ('probe-p%d.jsonl' % p))
+    rtts = np.array([r['rtt_us'] for r in records if r['event'] == 'echo']) / 1000.0
+    summary = next(r for r in records if r['event'] == 'summary')
+    sent, failed = sent_counts(summary)
     stream = [r for r in read_jsonl(logs / ('reflect-p%d.jsonl' % p)) if r['event'] == 'stream']
     oneway = stream[0] if stream else {}
     return {**_base(point), 'delay_ms': point['delay_ms'], 'jitter_ms': point['jitter_ms'],
             'loss': point['loss'], 'nlinks': point['nlinks'],
             'configured_rtt_ms': point['rtt_ms'], 'configured_rtt_std_ms': point['rtt_std_ms'],
-            'sent': summary['sent'], 'echoed': summary['echoed'],
+            'sent': sent, 'send_failed': failed, 'echoed': summary['echoed'],
             'oneway_received': oneway.get('received'),
             'median_rtt_ms': float(np.median(rtts)) if len(rtts) else None,
             'mean_rtt_ms': float(rtts.mean()) if len(rtts) else None,
@@ -95,10 +110,14 @@ def loss_row(rtt, point):
     p = point['loss'] / 100.0
     lo, hi = binom_quantiles(n, p, 0.005, 0.995)
     lost = n - received
+
+    def share(k):
+        return 100.0 * k / n if n else float('nan')
     return {**_base(point), 'configured_loss_pct': point['loss'], 'sent': n,
-            'received': received, 'lost': lost, 'measured_loss_pct': 100.0 * lost / n,
-            'lost_lo99': int(lo), 'lost_hi99': int(hi), 'inside_99': bool(lo <= lost <= hi),
-            'echo_loss_pct': 100.0 * (n - rtt['echoed']) / n,
+            'send_failed': rtt['send_failed'], 'received': received, 'lost': lost,
+            'measured_loss_pct': share(lost), 'lost_lo99': int(lo), 'lost_hi99': int(hi),
+            'inside_99': bool(n and lo <= lost <= hi),
+            'echo_loss_pct': share(n - rtt['echoed']),
             'configured_echo_loss_pct': 100.0 * (1 - (1 - p) ** 2)}
 
 
@@ -180,9 +199,11 @@ def targets(t):
     for _, r in t['loss'].iterrows():
         rows.append({'target': 'one-way loss %g%% inside 99%% binomial interval (%s, n=%d)'
                      % (r['configured_loss_pct'], r['shape'], r['sent']),
-                     'measured': '%.4f%% (ratio %.3f; lost %d, interval %d..%d)'
+                     'measured': '%.4f%% (ratio %.3f; lost %d, interval %d..%d%s)'
                      % (r['measured_loss_pct'], r['measured_loss_pct'] /
-                        r['configured_loss_pct'], r['lost'], r['lost_lo99'], r['lost_hi99']),
+                        r['configured_loss_pct'], r['lost'], r['lost_lo99'], r['lost_hi99'],
+                        '; %d failed sends not counted' % r['send_failed']
+                        if r['send_failed'] else ''),
                      'pass': bool(r['inside_99'])})
     need = {(10.0, 10.0): 0.9, (100.0, 10.0): 0.9, (500.0, 1.0): 0.8}
     gp = t['goodput']
@@ -211,45 +232,50 @@ def targets(t):
 
 
 def draw(t, figures_dir):
-    """Draw the configured-vs-measured figures and the CPU bars.
+    """Draw the configured-vs-measured figures and the CPU bars; return {name: figures.Saved}.
 
     Category labels are padded with spaces so that the figure module's string sort puts them
     in numeric order.
     """
+    drawn = {}
+
+    def keep(saved):
+        drawn[saved.drawn.name] = saved
     if len(t['rtt']):
-        figures.measured_vs_configured(
+        keep(figures.measured_vs_configured(
             t['rtt'], 'configured_rtt_ms', 'median_rtt_ms', figures_dir, 'rtt',
-            'Round-trip time', 'configured RTT (ms)', 'median measured RTT (ms)', hue='shape')
+            'Round-trip time', 'configured RTT (ms)', 'median measured RTT (ms)', hue='shape'))
     if len(t['loss']):
-        figures.measured_vs_configured(
+        keep(figures.measured_vs_configured(
             t['loss'], 'configured_loss_pct', 'measured_loss_pct', figures_dir, 'loss',
-            'One-way loss', 'configured loss (%)', 'measured loss (%)', hue='shape')
+            'One-way loss', 'configured loss (%)', 'measured loss (%)', hue='shape'))
     if len(t['goodput']):
         df = t['goodput'].assign(transfer=lambda d: d['proto'] + ' ' + d['delay_ms'].map(
             lambda x: '%g ms' % x))
-        figures.measured_vs_configured(
+        keep(figures.measured_vs_configured(
             df, 'bw', 'goodput_mbps', figures_dir, 'goodput', 'Goodput',
-            'configured bandwidth (Mbit/s)', 'measured goodput (Mbit/s)', hue='transfer')
+            'configured bandwidth (Mbit/s)', 'measured goodput (Mbit/s)', hue='transfer'))
     if len(t['rtt']):
         delay = t['rtt'][(t['rtt']['kind'] == 'delay') & (t['rtt']['configured_rtt_ms'] > 0)]
-        figures.bars_with_spread(
+        keep(figures.bars_with_spread(
             delay.assign(configured=delay['configured_rtt_ms'].map(lambda x: '%5g ms' % x),
                          ratio=delay['median_rtt_ms'] / delay['configured_rtt_ms']),
             'configured', 'ratio', figures_dir, 'rtt_ratio', 'Median RTT / configured RTT',
-            'configured RTT', 'ratio', reference=1.0)
+            'configured RTT', 'ratio', reference=1.0))
     if len(t['goodput']):
         tcp = t['goodput'][t['goodput']['proto'] == 'tcp']
         labels = ['%4gM %gms' % (bw, d) for bw, d in zip(tcp['bw'], tcp['delay_ms'])]
-        figures.bars_with_spread(
+        keep(figures.bars_with_spread(
             tcp.assign(configured=labels),
             'configured', 'ratio', figures_dir, 'tcp_ratio', 'TCP goodput / configured rate',
-            'configured rate (Mbit/s) and one-way delay', 'ratio', reference=1.0)
+            'configured rate (Mbit/s) and one-way delay', 'ratio', reference=1.0))
     if len(t['cpu']):
         df = t['cpu'].assign(what=lambda d: d['kind'])
-        figures.bars_with_spread(
+        keep(figures.bars_with_spread(
             df, 'what', 'daemon_cpu_fraction', figures_dir, 'cpu',
             'CPU used by the linkdelay daemons', 'measurement kind',
-            'daemon CPU (cores)')
+            'daemon CPU (cores)'))
+    return drawn
 
 
 def _markdown(df, floatfmt='%.3f'):
@@ -271,23 +297,25 @@ def build(run_dir):
     t = tables(run_dir)
     goal = targets(t)
     write_tables(run_dir, {**t, 'targets': goal}, FLOAT)
-    draw(t, run_dir / 'figures')
+    drawn = draw(t, run_dir / 'figures')
     links = manifest.get('mechanisms', {}).get('links', [])
     mechanisms = sorted({r.get('mechanism') for r in links if isinstance(r, dict)})
     passed = int(goal['pass'].sum()) if len(goal) else 0
     gp = t['goodput']
     cpu = t['cpu']
     text = ['# Link-emulation fidelity\n\n',
-            'Run status: %s; link mechanisms: %s; kernel %s.\n\n' % (
+            'Run status: %s; link mechanisms: %s; kernel %s; machine: %s.\n\n' % (
                 manifest.get('status'), ', '.join(map(str, mechanisms)) or 'none',
-                manifest.get('provenance', {}).get('kernel', {}).get('release', '?')),
+                manifest.get('provenance', {}).get('kernel', {}).get('release', '?'),
+                machine.describe(manifest)),
             '## Targets: %d of %d PASS\n\n' % (passed, len(goal)),
             _markdown(goal.assign(**{'pass': goal['pass'].map(
                 {True: 'PASS', False: 'MISS'})})) if len(goal) else '(none)\n',
             '\n## Round-trip time (UDP probe, application clock)\n\n',
             'baseline_rtt_ms is the median of the 0 ms point of the same shape (the switches\' '
             'and probe\'s own RTT); error_net_ms is the error left after subtracting it.\n\n',
-            _markdown(t['rtt'][['shape', 'kind', 'configured_rtt_ms', 'median_rtt_ms',
+            _markdown(t['rtt'][['shape', 'kind', 'sent', 'send_failed',
+                                'configured_rtt_ms', 'median_rtt_ms',
                                 'baseline_rtt_ms', 'error_net_ms',
                                 'std_rtt_ms', 'configured_rtt_std_ms', 'p99_rtt_ms',
                                 'reordered_oneway', 'reordered_echoes']]
@@ -299,6 +327,9 @@ def build(run_dir):
             _markdown(t['ping'].drop(columns=['point', 'repetition', 'kind'])
                       if len(t['ping']) else t['ping']),
             '\n## Loss (one way, reflector count)\n\n',
+            'sent counts the probes the kernel took; send_failed the sends it refused '
+            '(EAGAIN, ENOBUFS, ...), which never reached the link and are neither sent nor '
+            'lost.\n\n',
             _markdown(t['loss'].drop(columns=['point', 'repetition', 'kind'])
                       if len(t['loss']) else t['loss'], '%.4f'),
             '\n## Goodput (iperf3, receiver)\n\n',
@@ -307,13 +338,12 @@ def build(run_dir):
             _markdown(gp.drop(columns=['point', 'repetition', 'kind']) if len(gp) else gp),
             '\n## CPU cost\n\n',
             'Daemon CPU is user+system time of the linkdelay processes of the point\'s two '
-            'hosts; machine busy is the whole 2-core machine (1.0 = both cores).\n\n',
+            'hosts; machine busy is the whole machine (1.0 = every CPU busy; %s).\n\n'
+            % machine.describe(manifest),
             _markdown(cpu[['shape', 'kind', 'delay_ms', 'loss', 'bw', 'seconds',
                            'daemon_cpu_s', 'daemon_cpu_fraction', 'machine_busy']]
                       if len(cpu) else cpu),
             '\n## Figures\n\n',
-            '![rtt](figures/rtt.png) ![rtt ratio](figures/rtt_ratio.png) '
-            '![loss](figures/loss.png) ![goodput](figures/goodput.png) '
-            '![tcp ratio](figures/tcp_ratio.png) ![cpu](figures/cpu.png)\n']
+            ' '.join('![%s](figures/%s.png)' % (name, name) for name in drawn) + '\n']
     (run_dir / 'report.md').write_text(''.join(text))
     return goal

@@ -28,7 +28,7 @@ import re
 
 import pandas as pd
 
-from analysis import figures
+from analysis import figures, machine
 from analysis.tables import write_tables
 from repronet.run.results import read_manifest, read_points
 
@@ -129,49 +129,46 @@ def build(run_dir):
     manifest = read_manifest(run_dir)
     data = tables(run_dir)
     write_tables(run_dir, data, FLOAT)
-    drawn = _figures(run_dir, manifest, data)
-    (run_dir / 'report.md').write_text(report(manifest, data, drawn))
+    drawn = draw(run_dir, manifest, data)
+    (run_dir / 'report.md').write_text(report(manifest, data, list(drawn)))
     return data
 
 
-def _figures(run_dir, manifest, data):
-    """Draw the smoke figures; return the names of those drawn."""
-    out = run_dir / 'figures'
-    drawn = []
+def draw(run_dir, manifest, data):
+    """Draw the smoke figures of data (from tables()); return {name: figures.Saved}."""
+    out = pathlib.Path(run_dir) / 'figures'
+    drawn = {}
     bw = float(manifest['params']['bw'])
     switch = manifest['params']['switch']
     iv = data['goodput_intervals']
     if len(iv):
         iv = iv.assign(repetition=iv['repetition'].map(lambda r: 'rep %d' % r))
-        figures.lines_over_time(
+        drawn['goodput_over_time'] = figures.lines_over_time(
             iv, 't_end', 'goodput_mbps', 'repetition', out,
             'goodput_over_time',
             'Receiver goodput h1 -> h2 over a %.0f Mbit/s link (%s)'
             % (bw, switch), 'time since transfer start (s)',
             'goodput (Mbit/s)', reference=bw,
             reference_label='configured %g Mbit/s' % bw)
-        drawn.append('goodput_over_time')
     gp = data['goodput']
     if len(gp):
-        figures.bars_with_spread(
+        drawn['goodput'] = figures.bars_with_spread(
             gp.assign(link='h1 -> h2'), 'link', 'goodput_mbps', out,
             'goodput', 'Goodput per transfer, %d repetition(s) (%s)'
             % (len(gp), switch), '', 'goodput (Mbit/s)', reference=bw,
             reference_label='configured %g Mbit/s' % bw)
-        drawn.append('goodput')
     ports = data.get('port_stats')
     if ports is not None and len(ports.dropna(subset=['tx_mbps'])):
         from analysis.portstats import LOCAL_PORT
         rates = ports[ports['port'] != LOCAL_PORT].dropna(subset=['tx_mbps'])
         rates = rates.assign(t=rates['t'] - ports['t'].min())
         rates = rates.rename(columns={_name_column(ports): 'port name'})
-        figures.lines_over_time(
+        drawn['port_utilization'] = figures.lines_over_time(
             rates, 't', 'tx_mbps', 'port name', out,
             'port_utilization',
             'Switch port transmit rate from OpenFlow port counters',
             'time since first sample (s)', 'tx rate (Mbit/s)',
             reference=bw, reference_label='shaped link %g Mbit/s' % bw)
-        drawn.append('port_utilization')
     return drawn
 
 
@@ -191,6 +188,7 @@ def report(manifest, data, drawn=()):
              '- configured h1-s1 rate: %g Mbit/s; transfer %g s, %d '
              'repetition(s), scale %s' % (params['bw'], params['duration'],
                                           params['repeat'], params['scale']),
+             '- machine: %s' % machine.describe(manifest),
              '- CPU: mean %s, saturated: %s' % (cpu.get('mean'),
                                                 cpu.get('saturated')),
              '']

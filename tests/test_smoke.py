@@ -13,6 +13,9 @@ conftest fixture; the runner sees that its ancestor holds it).  Checks:
   control connection and the learning switch's flooded first packets add well
   under 1 % in a 2 s transfer, and more than 10 % would mean counters that do
   not match the traffic;
+- the figures show the tables' numbers (one goodput line per repetition with every interval,
+  the configured rate as the reference, a bar at the mean goodput with one dot per transfer),
+  read back from what was drawn, and drawing them again gives the same bytes;
 - ``python -m analysis RUN_DIR`` regenerates byte-identical tables;
 - nothing left: no ``*-eth*`` interfaces, OVS bridges, Mininet shells, state
   file, or node processes still alive;
@@ -29,8 +32,8 @@ import time
 import pandas as pd
 import pytest
 
+from analysis import smoke as analysis
 from repronet.emu import capabilities
-
 from repronet.run import leftovers
 from repronet.run.results import read_manifest
 
@@ -49,6 +52,16 @@ def _require(switch):
         caps = capabilities.probe()
         if not getattr(caps, feature):
             pytest.skip(capabilities.explain(feature, caps))
+
+
+def _started(pid):
+    """Start time of pid in clock ticks since boot (proc(5): field 22 of /proc/PID/stat),
+    or None when there is no such process."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return int(f.read().rsplit(')', 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _hashes(folder):
@@ -74,6 +87,58 @@ def _assert_nothing_left(manifest):
     if pid:
         assert not os.path.exists('/proc/%d' % pid) or \
             b'osken' not in open('/proc/%d/cmdline' % pid, 'rb').read()
+
+
+def _check_figures(out, manifest, scratch):
+    """The run's figures show its tables; drawing them again gives the same files."""
+    data = analysis.tables(out)
+    saved = analysis.draw(scratch, manifest, data)
+    expect = ['goodput_over_time', 'goodput']
+    if manifest['params']['switch'] == 'osken':
+        expect.append('port_utilization')
+    assert sorted(saved) == sorted(expect)
+    for name, files in saved.items():
+        for path in files:
+            ext = os.path.splitext(path)[1]
+            assert open(path, 'rb').read() == \
+                (out / 'figures' / (name + ext)).read_bytes(), name + ext
+    bw, repeat = manifest['params']['bw'], manifest['params']['repeat']
+    label = 'configured %g Mbit/s' % bw
+    over_time = saved['goodput_over_time'].drawn
+    assert over_time.ylabel == 'goodput (Mbit/s)'
+    assert over_time.get(label, 'reference').y == (bw,)
+    intervals = data['goodput_intervals']
+    for rep in range(repeat):
+        mine = intervals[intervals['repetition'] == rep].sort_values('t_end')
+        line = over_time.get('rep %d' % rep, 'line')
+        assert len(line.x) == len(mine) > 0
+        assert line.x == tuple(mine['t_end']) and line.y == tuple(mine['goodput_mbps'])
+    bars = saved['goodput'].drawn
+    goodput = data['goodput']['goodput_mbps']
+    assert bars.get('mean ± sd', 'bars').x == ('h1 -> h2',)
+    assert bars.get('mean ± sd', 'bars').y == pytest.approx((goodput.mean(),))
+    assert sorted(bars.get('repetitions', 'points').y) == sorted(goodput)
+    assert bars.get(label, 'reference').y == (bw,)
+    if 'port_utilization' in saved:
+        ports = saved['port_utilization'].drawn
+        assert ports.get('shaped link %g Mbit/s' % bw, 'reference').y == (bw,)
+        lines = [s for s in ports.series if s.kind == 'line']
+        assert lines and all(len(s.x) >= 2 for s in lines)
+        assert max(max(s.y) for s in lines) > 0.5 * bw      # the transfer shows
+
+
+def test_report_describes_the_machine_from_the_manifest():
+    """The report names the machine the manifest recorded (CPUs, memory), no fixed count."""
+    manifest = {'status': 'ok', 'params': {'switch': 'lxbr', 'bw': 10.0, 'duration': 2.0,
+                                           'repeat': 1, 'scale': 'smoke'},
+                'provenance': {'host': {'cpus': 6, 'cpus_usable': 6,
+                                        'memory_bytes': 3 * 2 ** 30, 'cpu_model': None}}}
+    empty = {name: pd.DataFrame() for name in ('goodput', 'ping')}
+    text = analysis.report(manifest, empty)
+    assert '- machine: 6 CPUs, 3.0 GiB memory' in text.splitlines()
+    del manifest['provenance']
+    assert '- machine: machine not recorded in the manifest' in \
+        analysis.report(manifest, empty).splitlines()
 
 
 @pytest.mark.root
@@ -105,16 +170,13 @@ def test_smoke_run(switch, tmp_path):
     ping = pd.read_csv(out / 'tables' / 'ping.csv')
     assert len(ping) == 2 * len(goodput)
     assert (ping['loss_pct'] == 0).all()
-    for name in ('goodput_over_time', 'goodput'):
-        assert (out / 'figures' / ('%s.png' % name)).stat().st_size > 1000
-        assert (out / 'figures' / ('%s.pdf' % name)).exists()
     assert 'Goodput' in (out / 'report.md').read_text()
+    _check_figures(out, manifest, tmp_path / 'redraw')
 
     if switch == 'osken':
         counters = pd.read_csv(out / 'tables' / 'port_counters.csv')
         assert len(counters) == 1
         assert 1.0 <= counters['ratio'][0] <= 1.10, counters
-        assert (out / 'figures' / 'port_utilization.png').exists()
 
     tables = _hashes(out / 'tables')
     again = subprocess.run([PYTHON, '-m', 'analysis', str(out)], cwd=REPO,
@@ -169,8 +231,7 @@ def test_next_run_cleans_what_a_killed_run_left(tmp_path):
     assert read_manifest(crashed)['status'] == 'running'
     state = leftovers.State.load()
     assert state is not None and state.data['pids']
-    alive = [pid for pid, started in state.data['pids']
-             if leftovers._start_time(pid) == started]
+    alive = [pid for pid, started in state.data['pids'] if _started(pid) == started]
     assert alive, 'a SIGKILLed run should leave processes behind'
     assert leftovers.find()['ovs_bridges'] == ['s1']
 
@@ -181,5 +242,5 @@ def test_next_run_cleans_what_a_killed_run_left(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert 'cleaned leftovers of an earlier run' in run.stderr
     for pid, started in state.data['pids']:
-        assert leftovers._start_time(pid) != started, 'pid %d survived' % pid
+        assert _started(pid) != started, 'pid %d survived' % pid
     _assert_nothing_left(read_manifest(out))

@@ -38,8 +38,10 @@ from mininet.topo import Topo  # noqa: E402
 
 from repronet.emu.process import LogReady, TcpListening  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
+from repronet.run.sweep import derive_seed  # noqa: E402
 
 SHAPES = ('two-host', 'multi-hop')
+SETTING = ('kind', 'shape', 'delay_ms', 'jitter_ms', 'loss', 'bw')   # what a point measures
 PROBE_PORT = 9000
 IPERF_PORT = 5201
 
@@ -170,12 +172,17 @@ class Fidelity(Experiment):
         return FidelityTopo(configs=configurations(params))
 
     def points(self, params):
-        """One point per configuration and repetition."""
+        """One point per configuration and repetition.
+
+        A point's seed comes from --seed, its setting and its repetition only, so adding or
+        removing other points leaves it unchanged.
+        """
         points = []
         for rep in range(params.repeat):
             for c in configurations(params):
+                setting = {k: c[k] for k in SETTING}
                 points.append(dict(c, point=len(points), repetition=rep,
-                                   seed=params.seed * 1000 + len(points)))
+                                   seed=derive_seed(params.seed, setting, rep)))
         return points
 
     def setup(self, ctx):
