@@ -4,29 +4,51 @@ The experiment's name in ``manifest.json`` picks the module
 ``analysis.<experiment>``, whose ``build(run_dir)`` rewrites ``tables/``,
 ``figures/`` and ``report.md`` from ``logs/`` and ``manifest.json`` alone.
 Analysis never runs the emulator, so it works on a copied results folder on a
-machine without Mininet or root.  The runner calls ``build()`` below at the
-end of a run; this command line is the same code.
+machine without Mininet or root.  The runner calls the experiment's ``build()``
+at the end of a run; this command line is the same code.
+
+Every folder that cannot be rebuilt, or was rebuilt with inputs missing, is one
+sentence on stderr and exit status 1 (``analysis.inputs``): a script looping
+over results folders sees which ones to distrust, a person sees why.
 """
 
 import argparse
 import importlib
+import importlib.util
 import pathlib
-import re
+import pkgutil
 import sys
 
-from repronet.run import results
+from analysis import inputs
+
+
+def experiment_module(experiment, run_dir):
+    """Return the module analysing experiment; InputError when analysis/ has none."""
+    name = 'analysis.%s' % experiment
+    module = importlib.import_module(name) if importlib.util.find_spec(name) else None
+    if not callable(getattr(module, 'build', None)):
+        raise inputs.InputError('%s: manifest.json names experiment %r, which has no '
+                                'analysis (known: %s)' % (run_dir, experiment,
+                                                          ', '.join(known())))
+    return module
+
+
+def known():
+    """Return the experiments analysis/ can rebuild (modules with a build function)."""
+    import analysis
+    names = []
+    for info in pkgutil.iter_modules(analysis.__path__):
+        if not info.name.startswith('_') and callable(getattr(importlib.import_module(
+                'analysis.%s' % info.name), 'build', None)):
+            names.append(info.name)
+    return sorted(names)
 
 
 def build(run_dir):
     """Rebuild one results folder; return what the experiment's build returns."""
     run_dir = pathlib.Path(run_dir)
-    manifest = results.read_manifest(run_dir)
-    experiment = manifest.get('experiment', '')
-    if not re.match(r'^[a-z_][a-z0-9_]*$', experiment):
-        raise ValueError('%s: manifest names no valid experiment (%r)'
-                         % (run_dir, experiment))
-    module = importlib.import_module('analysis.%s' % experiment)
-    return module.build(run_dir)
+    manifest = inputs.read_manifest(run_dir)
+    return experiment_module(manifest['experiment'], run_dir).build(run_dir)
 
 
 def main(argv=None):
@@ -41,7 +63,16 @@ def main(argv=None):
     for run_dir in args.run_dirs:
         try:
             build(run_dir)
-        except (OSError, ValueError, KeyError, ImportError) as e:
+        except inputs.InputError as e:      # its sentence names the folder
+            print(e, file=sys.stderr)
+            status = 1
+            continue
+        except OSError as e:
+            print('%s: %s%s' % (run_dir, e.strerror or e, ' (%s)' % e.filename
+                                if e.filename else ''), file=sys.stderr)
+            status = 1
+            continue
+        except (ValueError, ImportError) as e:
             print('%s: %s' % (run_dir, e), file=sys.stderr)
             status = 1
             continue

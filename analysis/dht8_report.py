@@ -1,182 +1,138 @@
-"""Figures and report.md of the dht8 experiment, from the tables of ``analysis.dht8``.
+"""report.md of the dht8 experiment, from the tables of ``analysis.dht8``.
 
-Kept apart from the table code so each module stays small. Figures are drawn by
-``analysis.figures`` (the one seaborn module): time against concurrent operations (ours and
-the seed's), time per operation against concurrent clients, bytes/s per file-size set, and
-centralized against decentralized. The report puts our numbers next to the seed's, says
-which targets were met, and says when the machine's CPU, not the emulated network, was the
-limit (a point whose CPU samples were over the 65 % busy bar for more than a tenth of them).
+The report puts our numbers next to the seed's and says which targets were met, and it
+says what stands behind each number: the machine the manifest names, when the CPU rather
+than the emulated network was the limit (the runner's own bar, ``repronet.run.cpu``, as
+the manifest recorded it), how late the delay daemons released packets next to the links'
+configured delay, and which inputs were missing or could not be read. A target's verdict
+carries its failed operations and a CPU-bound note beside it.
 """
 
 import math
 
 import pandas as pd
 
-from analysis import figures
-from analysis.dht8 import SEED_PART1, SEED_PART2, SEED_SOURCE
-
-CPU_FLAG = 0.1
-
-
-def draw(run_dir, manifest, data):
-    """Draw every figure whose table has rows."""
-    out = run_dir / 'figures'
-    p1 = data.get('part1', pd.DataFrame())
-    if len(p1):
-        rows = []
-        for r in p1.itertuples():
-            total = r.concurrent_clients * r.ops_per_client
-            rows.append({'total operations': total, 'total time (s)': r.total_time_s,
-                         'series': 'ours', 'op': r.variant,
-                         'clients': r.concurrent_clients, 'ms': r.time_per_op_ms})
-            if not _nan(r.seed_total_time_s):
-                rows.append({'total operations': r.concurrent_clients * 10000,
-                             'total time (s)': r.seed_total_time_s,
-                             'series': 'seed', 'op': r.variant,
-                             'clients': r.concurrent_clients,
-                             'ms': r.seed_time_per_op_ms})
-        df = pd.DataFrame(rows)
-        fast = df[df['op'] != 'download']
-        figures.lines_over_time(
-            fast, 'total operations', 'total time (s)', 'op', out,
-            'part1_time_vs_operations', 'Part I: register and search, time against '
-            'concurrent operations', 'total operations (all clients)',
-            'average total time per client (s)', style='series')
-        figures.lines_over_time(
-            df[df['op'] == 'download'], 'total operations', 'total time (s)', 'op',
-            out, 'part1_download_time_vs_operations',
-            'Part I: download, time against concurrent operations',
-            'total files downloaded (all clients)', 'average total time per client (s)',
-            style='series')
-        figures.lines_over_time(
-            fast, 'clients', 'ms', 'op', out, 'part1_time_per_operation',
-            'Part I: time per operation', 'concurrent clients', 'ms per operation', style='series')
-    p2 = data.get('part2', pd.DataFrame())
-    if len(p2):
-        many = p2['concurrent_clients'].max()
-        pts = data['points']
-        pts = pts[(pts['part'] == 'II') & (pts['concurrent_clients'] == many)].copy()
-        pts['set'] = pts['fileset'].str[-1] + ' ' + pts['fileset'].str[-1].map(_size_label)
-        pts['MB/s per peer'] = pts['bytes_per_s_per_client'] / 1e6
-        bw = float(manifest['params'].get('bw') or 0)
-        figures.bars_with_spread(
-            pts, 'set', 'MB/s per peer', out, 'part2_bytes_per_s',
-            'Part II: download rate per peer by file size, %d peers' % many,
-            'file set (size of each file)', 'MB/s per peer',
-            reference=bw / 8 if bw else None,
-            reference_label='link %g Mbit/s' % bw)
-        rows = []
-        for r in p2[p2['concurrent_clients'] == many].itertuples():
-            if _nan(r.file_size_bytes):
-                continue
-            x = math.log10(r.file_size_bytes)
-            rows.append({'log10 size': x, 'MB/s': r.bytes_per_s_per_client / 1e6,
-                         'series': 'ours (%d peers)' % many})
-            rows.append({'log10 size': x, 'MB/s': r.seed_bytes_per_s / 1e6,
-                         'series': 'seed (8 peers)'})
-        figures.lines_over_time(
-            pd.DataFrame(rows), 'log10 size', 'MB/s', 'series', out,
-            'part2_bytes_per_s_vs_size', 'Part II: bytes/s against file size, ours '
-            'and the seed\'s', 'log10 of file size (bytes)', 'MB/s per peer',
-            xlim_zero=False)
-    p3 = data.get('part3', pd.DataFrame())
-    if len(p3):
-        df = p3.assign(**{
-            'total operations': p3['concurrent_clients'] * p3['ops_per_client'],
-            'series': p3['variant'] + ', ' + p3['system'] + ' (' +
-            p3['servers'].astype(str) + ')'})
-        figures.lines_over_time(
-            df, 'total operations', 'total_time_s', 'series', out,
-            'part3_centralized_vs_decentralized',
-            'Part III: centralized (1 server) against decentralized',
-            'total operations (all clients)', 'average total time per client (s)')
-    cap = data.get('capture', pd.DataFrame())
-    if len(cap):
-        figures.bars_with_spread(
-            cap.rename(columns={'register_messages': 'REGISTER messages per peer'}),
-            'mode', 'REGISTER messages per peer', out, 'capture_messages',
-            'REGISTER messages per peer on the servers\' wires (K=%d servers, N=%d '
-            'files)' % (cap['servers_K'].iloc[0], cap['files_N'].max()),
-            'register mode', 'messages per peer')
+from analysis import inputs, machine
+from analysis.dht8_logs import cpu_bar
+from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
 
 
-def _nan(v):
+def nan(v):
     """True when v is None or NaN."""
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _size_label(letter):
-    """Return the seed's size label of a Part II set."""
-    return {'A': '1KB', 'B': '10KB', 'C': '100KB', 'D': '10MB', 'E': '100MB',
-            'F': '1GB'}[letter]
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
 
 
 def _f(v, fmt='%.3f'):
     """Format a number or return a dash."""
-    return '-' if _nan(v) else fmt % v
+    return '-' if nan(v) else fmt % v
+
+
+def _pct(fraction):
+    """Return a fraction as a percentage without needless digits (0.65 -> '65 %')."""
+    return '%g %%' % round(100 * fraction, 6)
+
+
+def target_notes(r):
+    """Return what stands beside a target's verdict: failures, missing clients, CPU-bound."""
+    notes = []
+    failed = getattr(r, 'failed', None)
+    if not nan(failed) and failed:
+        notes.append('%d failed operation%s' % (failed, '' if failed == 1 else 's'))
+    missing = getattr(r, 'missing_clients', None)
+    if not nan(missing) and missing:
+        notes.append('%d client summar%s missing' % (missing, 'y' if missing == 1 else 'ies'))
+    if str(getattr(r, 'cpu_bound', None)) == 'True':
+        notes.append('CPU-bound')
+    return notes
 
 
 def report(manifest, data):
     """Return report.md text."""
-    params = manifest.get('params', {})
-    cpu = manifest.get('cpu') or {}
-    mech = manifest.get('mechanisms') or {}
+    params = manifest['params']
+    cpu = inputs.as_dict(manifest.get('cpu'))
+    busy, over = cpu_bar(manifest)
+    links = inputs.as_dict(manifest.get('mechanisms')).get('links')
+    mechanisms = ', '.join(sorted({str(inputs.as_dict(r).get('mechanism')) for r in (
+        links if isinstance(links, list) else [])})) or '?'
     lines = ['# DHT file-sharing index (dht8), next to the seed', '',
              'Seed: `%s`. Scale `%s`, %s repetition(s), %s index servers, up to %s peers, '
              'replicas %s, window %s; links %s Mbit/s, delay %s; switch %s; link mechanism '
              '%s.' % (SEED_SOURCE, params.get('scale'), params.get('repeat'),
                       params.get('servers'), params.get('peers'), params.get('replicas'),
                       params.get('window'), params.get('bw'), params.get('delay'),
-                      params.get('switch'), ', '.join(sorted({str(r.get('mechanism')) for r
-                                                              in mech.get('links', [])}))
-                      or '?'),
+                      params.get('switch'), mechanisms),
              '', '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                      if manifest.get('error') else ''),
-             '- CPU over the run: mean busy %s, saturated: %s (bar: 35 %% idle)'
-             % (_f(cpu.get('mean'), '%.2f'), cpu.get('saturated')), '']
+             '- %s' % _machine(manifest),
+             '- CPU over the run: mean busy %s, saturated: %s (a sample is over the bar when '
+             'the machine is more than %s busy, less than %s idle; a run or a point is '
+             'CPU-bound when more than %s of its samples are over)' % (
+                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), _pct(busy),
+                 _pct(1 - busy), _pct(over)),
+             '- %s' % _lateness(data.get('linkdelay', pd.DataFrame()), params)]
     pts = data.get('points', pd.DataFrame())
     if len(pts):
-        hot = pts[pts['cpu_over_fraction'].fillna(0) > CPU_FLAG]
+        hot = pts[pts['cpu_bound'].map(lambda v: str(v) == 'True')]
         bad = pts[(pts['failed'] > 0) | (pts['missing_clients'] > 0)]
         lines += ['- operations: %d ok, %d failed, over %d points' % (
             pts['ok'].sum(), pts['failed'].sum(), len(pts))]
         if len(bad):
-            lines.append('- points with failures: %s' % ', '.join(
+            lines.append('- points with failures or missing clients: %s' % ', '.join(
                 str(p) for p in bad['point']))
         if len(hot):
-            lines.append('- **the CPU was the bottleneck** (more than %d %% of samples '
-                         'over 65 %% busy) in %d of %d points: %s. Their times measure '
-                         'this 2-core machine running every server, peer, client and '
-                         'the switch, not the emulated LAN.' % (
-                             100 * CPU_FLAG, len(hot), len(pts), _hot_list(hot)))
-        lines.append('')
-    tg = data.get('targets', pd.DataFrame())
-    if len(tg):
-        lines += ['## Targets', '', 'They apply at `--scale seed` (10K files per peer); '
-                  'this run is `%s`.' % params.get('scale'), '',
-                  '| target | seed | measured | ratio | met |', '| --- | --- | --- | --- | --- |']
-        for r in tg.itertuples():
-            lines.append('| %s | %s | %s | %s | %s |' % (
-                r.target, _f(r.seed, '%.4g'), _f(r.measured, '%.4g'),
-                _f(r.ratio, '%.2fx'),
-                'not run' if pd.isna(r.met) else 'yes' if r.met else '**no**'))
-        lines.append('')
+            lines.append('- **the CPU was the bottleneck** (more than %s of its samples over '
+                         '%s busy) in %d of %d points: %s. Their times measure the run\'s '
+                         'machine (%s) running every server, peer, client and the switch, '
+                         'not the emulated LAN.' % (_pct(over), _pct(busy), len(hot), len(pts),
+                                            _hot_list(hot), machine.describe(manifest)))
+    lines += _inputs(data.get('inputs', pd.DataFrame())) + ['']
+    lines += _targets(data.get('targets', pd.DataFrame()), params)
     lines += _part1(data.get('part1', pd.DataFrame()))
     lines += _ping(data.get('ping', pd.DataFrame()))
     lines += _part2(data.get('part2', pd.DataFrame()))
     lines += _part3(data.get('part3', pd.DataFrame()))
     lines += _capture(data.get('capture', pd.DataFrame()))
-    lines += _failover(data.get('failover', pd.DataFrame()))
-    sets = manifest.get('filesets') or {}
-    if sets:
-        lines += ['## File sets', '', '| key | id | files | bytes | manifest digest |',
-                  '| --- | --- | --- | --- | --- |']
-        for key in sorted(sets):
-            s = sets[key]
-            lines.append('| %s | %s | %d | %d | %s |' % (
-                key, s['id'], s['files'], s['bytes'], s['digest'][:16]))
-        lines.append('')
+    lines += _failover(data.get('failover', pd.DataFrame()), params)
+    lines += _filesets(inputs.as_dict(manifest.get('filesets')))
     return '\n'.join(lines)
+
+
+def _machine(manifest):
+    """The machine line: what the manifest recorded, never an assumption."""
+    text = machine.describe(manifest)
+    return text if not machine.host(manifest) else 'machine (from the manifest): ' + text
+
+
+def _lateness(late, params):
+    """The delay daemons' line: how late they released packets, next to the links' delay."""
+    if not len(late) or late['late_us_max'].isna().all():
+        return ('delay daemons\' lateness: not recorded (no linkdelay counters in logs/: '
+                'the links were emulated by netem, or not delayed)')
+    known = late.dropna(subset=['late_us_mean'])
+    weight = known['accepted'].fillna(0)
+    mean = ((known['late_us_mean'] * weight).sum() / weight.sum() if weight.sum()
+            else known['late_us_mean'].mean())
+    return ('delay daemons released packets late by %.1f µs on average, %.1f µs at most '
+            '(%d daemons, the whole run), against links of %s one way (`tables/'
+            'linkdelay.csv`)' % (mean, late['late_us_max'].max(), len(known),
+                                 params.get('delay')))
+
+
+def _inputs(table):
+    """Missing inputs and dropped log lines, when there are any."""
+    if not len(table):
+        return []
+    lines = []
+    missing = list(table.loc[table['kind'] == 'missing', 'problem'])
+    if missing:
+        lines.append('- **inputs missing** (the figures below leave them out): %s'
+                     % '; '.join(missing))
+    dropped = table[table['kind'] == 'dropped']
+    if len(dropped):
+        lines.append('- unreadable log lines dropped: %d (%s)' % (
+            inputs.dropped_lines(table), '; '.join(list(dropped['problem'])[:5]) + (
+                '; ...' if len(dropped) > 5 else '')))
+    return lines
 
 
 def _hot_list(hot):
@@ -186,24 +142,44 @@ def _hot_list(hot):
     return ', '.join(items[:12]) + (', ...' if len(items) > 12 else '')
 
 
+def _targets(tg, params):
+    """Targets section: each verdict with its failures and CPU note beside it."""
+    if not len(tg):
+        return []
+    lines = ['## Targets', '', 'They apply at `--scale seed` (10K files per peer); '
+             'this run is `%s`. A target is met only when no operation failed.'
+             % params.get('scale'), '',
+             '| target | seed | measured | ratio | met |', '| --- | --- | --- | --- | --- |']
+    for r in tg.itertuples():
+        verdict = 'not run' if nan(r.met) else 'yes' if r.met else '**no**'
+        notes = target_notes(r)
+        lines.append('| %s | %s | %s | %s | %s%s |' % (
+            r.target, _f(r.seed, '%.4g'), _f(r.measured, '%.4g'), _f(r.ratio, '%.2fx'),
+            verdict, ' (%s)' % ', '.join(notes) if notes else ''))
+    return lines + ['']
+
+
 def _part1(p1):
     """Part I section."""
     if not len(p1):
         return []
     lines = ['## Part I: register, search, download', '',
-             'Total time = mean of the clients\' timed parts; time per operation = total '
-             'time / operations per client (the seed\'s definition). Spread: sd over '
-             'repetitions. Seed columns: %s with 10K operations per client.' % SEED_SOURCE,
+             'Total time = mean of the clients\' timed parts; time per operation = a '
+             'client\'s timed part / its successful operations, averaged over clients (the '
+             'seed\'s definition). Spread: sd over repetitions. Seed columns: %s with 10K '
+             'operations per client.' % SEED_SOURCE,
              '', '| operation | servers | clients | ops/client | total time s (sd) | '
-             'ms/op | seed total s | seed ms/op | seed/ours | bytes/s per client | CPU busy |',
-             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
+             'ms/op | seed total s | seed ms/op | seed/ours | bytes/s per client | failed '
+             '| CPU busy |',
+             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     for r in p1.itertuples():
-        lines.append('| %s | %d | %d | %d | %s (%s) | %s | %s | %s | %s | %s | %s |' % (
-            r.variant, r.servers, r.concurrent_clients, r.ops_per_client,
-            _f(r.total_time_s), _f(r.total_time_s_sd), _f(r.time_per_op_ms, '%.4f'),
-            _f(r.seed_total_time_s, '%.2f'), _f(r.seed_time_per_op_ms, '%.3f'),
-            _f(r.seed_over_ours, '%.1fx'), _f(r.bytes_per_s_per_client, '%.0f'),
-            _f(r.cpu_busy, '%.2f')))
+        lines.append('| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |' % (
+            r.variant, _f(r.servers, '%d'), _f(r.concurrent_clients, '%d'),
+            _f(r.ops_per_client, '%d'), _f(r.total_time_s), _f(r.total_time_s_sd),
+            _f(r.time_per_op_ms, '%.4f'), _f(r.seed_total_time_s, '%.2f'),
+            _f(r.seed_time_per_op_ms, '%.3f'), _f(r.seed_over_ours, '%.1fx'),
+            _f(r.bytes_per_s_per_client, '%.0f'), _f(r.failed, '%d'),
+            _f(r.cpu_busy, '%.2f') + (' (CPU-bound)' if str(r.cpu_bound) == 'True' else '')))
     return lines + ['', 'Figures: `figures/part1_time_vs_operations.png`, '
                     '`figures/part1_download_time_vs_operations.png`, '
                     '`figures/part1_time_per_operation.png`.', '']
@@ -233,12 +209,13 @@ def _part2(p2):
              'peer | of link | seed total s | seed s/file | seed bytes/s | CPU busy |',
              '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
     for r in p2.itertuples():
-        lines.append('| %s | %s | %d | %d | %s (%s) | %s | %s | %s | %s | %s | %s | %s |' % (
-            r.set, _size_label(r.set), r.ops_per_client, r.concurrent_clients,
-            _f(r.total_time_s), _f(r.total_time_s_sd), _f(r.s_per_file, '%.5f'),
-            _f(r.bytes_per_s_per_client, '%.0f'), _f(r.fraction_of_link, '%.2f'),
-            _f(SEED_PART2[r.set][0], '%.2f'), _f(SEED_PART2[r.set][1], '%.4g'),
-            _f(SEED_PART2[r.set][2], '%.0f'), _f(r.cpu_busy, '%.2f')))
+        seed = SEED_PART2[r.set]
+        lines.append('| %s | %s | %s | %s | %s (%s) | %s | %s | %s | %s | %s | %s | %s |' % (
+            r.set, SIZE_LABELS[r.set], _f(r.ops_per_client, '%d'),
+            _f(r.concurrent_clients, '%d'), _f(r.total_time_s), _f(r.total_time_s_sd),
+            _f(r.s_per_file, '%.5f'), _f(r.bytes_per_s_per_client, '%.0f'),
+            _f(r.fraction_of_link, '%.2f'), _f(seed[0], '%.2f'), _f(seed[1], '%.4g'),
+            _f(seed[2], '%.0f'), _f(r.cpu_busy, '%.2f')))
     return lines + ['', 'Figures: `figures/part2_bytes_per_s.png`, '
                     '`figures/part2_bytes_per_s_vs_size.png`.', '']
 
@@ -252,9 +229,9 @@ def _part3(p3):
              'difference").', '', '| operation | system | servers | clients | total s (sd) '
              '| ms/op |', '| --- | --- | --- | --- | --- | --- |']
     for r in p3.itertuples():
-        lines.append('| %s | %s | %d | %d | %s (%s) | %s |' % (
-            r.variant, r.system, r.servers, r.concurrent_clients, _f(r.total_time_s),
-            _f(r.total_time_s_sd), _f(r.time_per_op_ms, '%.4f')))
+        lines.append('| %s | %s | %s | %s | %s (%s) | %s |' % (
+            r.variant, r.system, _f(r.servers, '%d'), _f(r.concurrent_clients, '%d'),
+            _f(r.total_time_s), _f(r.total_time_s_sd), _f(r.time_per_op_ms, '%.4f')))
     return lines + ['', 'Figure: `figures/part3_centralized_vs_decentralized.png`.', '']
 
 
@@ -268,12 +245,12 @@ def _capture(cap):
              '| bytes to/from | as expected |', '| --- | --- | --- | --- | --- | --- | --- '
              '| --- | --- |']
     for r in cap.itertuples():
-        lines.append('| %s | %s | %d | %s | %d | %d | %d / %d | %d / %d | %s |' % (
-            r.mode, r.peer, r.servers_K, r.files_N, r.register_messages, r.names,
-            r.segments_to, r.segments_from, r.bytes_to, r.bytes_from,
-            'yes' if r.matches else '**no**'))
-    ok = bool(cap['matches'].all())
-    drops = int(cap['kernel_drops'].max())
+        lines.append('| %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s |' % (
+            r.mode, r.peer, _f(r.servers_K, '%d'), _f(r.files_N, '%d'),
+            _f(r.register_messages, '%d'), _f(r.names, '%d'), _f(r.segments_to, '%d'),
+            _f(r.segments_from, '%d'), _f(r.bytes_to, '%d'), _f(r.bytes_from, '%d'),
+            '-' if nan(r.matches) else 'yes' if r.matches else '**no**'))
+    ok = all(str(m) == 'True' for m in cap['matches'])
     mean = cap.groupby('mode')[['register_messages', 'segments_to', 'bytes_to',
                                 'segments_from', 'bytes_from']].mean()
     lines.append('')
@@ -283,29 +260,50 @@ def _capture(cap):
                          mode, r['register_messages'], r['segments_to'], r['bytes_to'],
                          r['segments_from'], r['bytes_from']))
     lines += ['', 'Batched registration used K messages per peer and unbatched N: %s. '
-              'Capture kernel drops: %d, stream gaps: %d, decode errors: %d.' % (
-                  'confirmed' if ok else '**not confirmed**', drops,
-                  int(cap['gaps'].max()), int(cap['decode_errors'].max())), '']
+              'Capture kernel drops: %s, stream gaps: %s, decode errors: %s.' % (
+                  'confirmed' if ok else '**not confirmed**', _f(cap['kernel_drops'].max(),
+                                                                 '%d'),
+                  _f(cap['gaps'].max(), '%d'), _f(cap['decode_errors'].max(), '%d')), '']
     return lines
 
 
-def _failover(fo):
-    """Failover section."""
+FAULTS = {'kill': 'SIGKILL', 'hang': 'SIGSTOP: the connection stays up, nothing answers',
+          'cut': 'its link down'}
+
+
+def _failover(fo, params):
+    """Failover section: one row per fault (kill, hang, cut)."""
     if not len(fo):
         return []
-    lines = ['## Failover: one index server SIGKILLed during searches', '',
-             '| servers | replicas | clients | killed | kill after s | searches | ok | failed '
-             '| in flight | failover ms | max latency after kill ms | p50 before ms |',
-             '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |']
+    lines = ['## Failover: one index server killed, hung or cut off during searches', '',
+             'Faults: %s. Recovery = the longest any search waited after the fault was in '
+             'place (one in flight at the fault counts from the fault): how long the clients '
+             'took to route around the server; a hung or cut-off server costs the client\'s '
+             '`--timeout` (%s s).' % ('; '.join('%s (%s)' % kv for kv in FAULTS.items()),
+                                      params.get('timeout')), '',
+             '| fault | servers | replicas | clients | server | fault after s | searches | ok '
+             '| failed | in flight | recovery ms | max latency after fault ms | p50 before '
+             'ms |', '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- '
+             '| --- |']
     for r in fo.itertuples():
-        lines.append('| %d | %d | %d | %s | %s | %d | %d | %d | %d | %s | %s | %s |' % (
-            r.servers, r.replicas, r.clients, r.killed, _f(r.kill_after_release_s),
-            r.searches, r.ok, r.failed, r.in_flight_at_kill, _f(r.failover_ms),
-            _f(r.max_latency_after_kill_ms), _f(r.p50_latency_before_kill_ms)))
+        lines.append('| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
+            r.fault, _f(r.servers, '%d'), _f(r.replicas, '%d'), _f(r.clients, '%d'),
+            r.server, _f(r.fault_after_release_s), _f(r.searches, '%d'), _f(r.ok, '%d'),
+            _f(r.failed, '%d'), _f(r.in_flight_at_fault, '%d'), _f(r.recovery_ms),
+            _f(r.max_latency_after_fault_ms), _f(r.p50_latency_before_fault_ms)))
     ok = bool((fo['failed'] == 0).all())
-    return lines + ['', 'All searches succeeded: %s. Failover time = how long the '
-                    'searches in flight at the kill took to complete through a replica.'
+    return lines + ['', 'All searches succeeded: %s. Figure: `figures/failover_recovery.png`.'
                     % ('yes' if ok else '**no**'), '']
 
 
-__all__ = ['draw', 'report', 'SEED_PART1']
+def _filesets(sets):
+    """File-set section."""
+    if not sets:
+        return []
+    lines = ['## File sets', '', '| key | id | files | bytes | manifest digest |',
+             '| --- | --- | --- | --- | --- |']
+    for key in sorted(sets):
+        s = inputs.as_dict(sets[key])
+        lines.append('| %s | %s | %s | %s | %s |' % (
+            key, s.get('id'), s.get('files'), s.get('bytes'), str(s.get('digest'))[:16]))
+    return lines + ['']

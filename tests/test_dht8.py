@@ -1,6 +1,7 @@
-"""dht8: analysis on a hand-made results folder, and the smoke run end to end (with a
-failover check per fault kind read from the raw logs). The plan, seeds and parameter
-checks are in test_dht8_plan.py."""
+"""dht8: analysis on the hand-made results folder of tests/dht8_folder.py, and the smoke
+run end to end (with a failover check per fault kind read from the raw logs). The plan,
+seeds and parameter checks are in test_dht8_plan.py; the analysis' honesty and robustness
+in test_analysis_dht8.py and test_analysis_cli.py."""
 
 import json
 import os
@@ -10,110 +11,15 @@ import pandas as pd
 import pytest
 
 from analysis import dht8 as analysis
+from tests import dht8_folder
 from workloads import dht8_points
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# A hand-made results folder: two repetitions of two Part I points, one capture point
-# with two captures, one failover point, CPU samples.
-
-HOSTS = {'s1': '10.0.0.1', 's2': '10.0.0.2', 'p1': '10.0.0.3', 'p2': '10.0.0.4'}
-
-
-def _point(n, rep, part, op, peers, batch=True, replicas=0, servers=2):
-    return {'point': n, 'repetition': rep, 'seed': 1, 'part': part, 'op': op,
-            'servers': servers, 'peers': peers, 'batch': batch, 'replicas': replicas,
-            'fileset': 'part1'}
-
-
-def _write(path, records):
-    with open(path, 'w') as f:
-        for r in records:
-            f.write(json.dumps(r) + '\n')
-
-
-def _client_log(logs, name, op, count, elapsed, t0, latency=0.001, server='s1', fail=0):
-    records = [{'t': t0, 'event': 'ready'}]
-    for i in range(count):
-        records.append({'t': t0 + (i + 1) * latency, 'event': 'op', 'op': op,
-                        'name': 'f%d' % i, 'ok': i >= fail, 'latency': latency,
-                        'server': server, 'bytes': 0})
-    records.append({'t': t0 + elapsed, 'event': 'summary', 'op': op, 'count': count,
-                    'ok': count - fail, 'failed': fail, 'elapsed': elapsed, 'bytes': 0,
-                    'messages_sent': count, 'down': []})
-    _write(logs / (name + '.jsonl'), records)
-
-
-def _capture_log(logs, name, per_client):
-    clients = {}
-    for ip, (msgs, names) in per_client.items():
-        clients[ip] = {'segments_to': msgs + 2, 'bytes_to': 100 * msgs,
-                       'segments_from': msgs + 1, 'bytes_from': 80 * msgs,
-                       'messages_to': {'REGISTER': msgs}, 'messages_from': {'ACK': msgs},
-                       'names_to': names}
-    _write(logs / (name + '.jsonl'), [
-        {'t': 1.0, 'event': 'ready'},
-        {'t': 2.0, 'event': 'summary', 'clients': clients, 'kernel_drops': 0,
-         'gaps': 0, 'decode_errors': 0}])
-
-
 @pytest.fixture
 def run_dir(tmp_path):
-    logs = tmp_path / 'logs'
-    logs.mkdir()
-    manifest = {'experiment': 'dht8', 'status': 'ok', 'hosts': HOSTS,
-                'params': {'scale': 'smoke', 'repeat': 2, 'servers': 2, 'peers': 2,
-                           'replicas': 1, 'window': 1, 'bw': 100.0, 'delay': '0.05ms',
-                           'switch': 'lxbr'},
-                'cpu': {'interval': 0.5, 'mean': 0.5, 'saturated': False},
-                'filesets': {'part1': {'id': 'x', 'files': 4, 'bytes': 4000,
-                                       'digest': '0' * 64, 'spec': {'size': 'part1'}}}}
-    (tmp_path / 'manifest.json').write_text(json.dumps(manifest))
-    points = []
-    t = 1000.0
-    for rep, elapsed in ((0, 0.004), (1, 0.006)):
-        p = _point(len(points), rep, 'I', 'register', 1)
-        _client_log(logs, 'p%03d-client-p1' % p['point'], 'register', 4, elapsed, t)
-        points.append((p, {'released': t, 'finished': t + 1.2}))
-        t += 10
-        p = _point(len(points), rep, 'I', 'search', 2)
-        for peer in ('p1', 'p2'):
-            _client_log(logs, 'p%03d-client-%s' % (p['point'], peer), 'search', 4,
-                        0.008, t)
-        points.append((p, {'released': t, 'finished': t + 0.01}))
-        t += 10
-    cap = _point(len(points), 0, 'capture', 'register', 2, batch=False)
-    for peer in ('p1', 'p2'):
-        _client_log(logs, 'p%03d-client-%s' % (cap['point'], peer), 'register', 4,
-                    0.01, t)
-    _capture_log(logs, 'p%03d-capture-s1' % cap['point'],
-                 {'10.0.0.3': (3, 3), '10.0.0.4': (2, 2)})
-    _capture_log(logs, 'p%03d-capture-s2' % cap['point'],
-                 {'10.0.0.3': (1, 1), '10.0.0.4': (2, 2)})
-    points.append((cap, {'released': t, 'finished': t + 0.02}))
-    t += 10
-    fo = _point(len(points), 0, 'failover', 'search', 1, replicas=1)
-    name = 'p%03d-client-p1' % fo['point']
-    records = [{'t': t, 'event': 'ready'},
-               {'t': t + 0.001, 'event': 'op', 'op': 'search', 'name': 'a', 'ok': True,
-                'latency': 0.001, 'server': 's2', 'bytes': 0},
-               {'t': t + 0.030, 'event': 'op', 'op': 'search', 'name': 'b', 'ok': True,
-                'latency': 0.029, 'server': 's1', 'bytes': 0},
-               {'t': t + 0.031, 'event': 'op', 'op': 'search', 'name': 'c', 'ok': True,
-                'latency': 0.001, 'server': 's1', 'bytes': 0},
-               {'t': t + 0.04, 'event': 'summary', 'op': 'search', 'count': 3, 'ok': 3,
-                'failed': 0, 'elapsed': 0.04, 'bytes': 0, 'messages_sent': 4,
-                'down': ['s2']}]
-    _write(logs / (name + '.jsonl'), records)
-    points.append((fo, {'released': t, 'finished': t + 0.04,
-                        'kill': {'server': 'p%03d-server-s2' % fo['point'],
-                                 't': t + 0.010, 'after_release': 0.010}}))
-    _write(logs / 'points.jsonl', [{'t': 0, 'event': 'point', 'point': p, 'result': r}
-                                   for p, r in points])
-    _write(logs / 'cpu.jsonl', [{'t': 1000.0 + 0.5 * i, 'busy': 0.9 if i < 3 else 0.2,
-                                 'steal': 0, 'cores': [0.9, 0.9]} for i in range(4)])
-    return tmp_path
+    return dht8_folder.make_run(tmp_path)
 
 
 def test_analysis_tables_from_a_hand_made_folder(run_dir):
@@ -137,9 +43,10 @@ def test_analysis_tables_from_a_hand_made_folder(run_dir):
     assert list(cap['register_messages']) == [4, 4]
     assert list(cap['expected_messages']) == [4, 4] and cap['matches'].all()
     fo = data['failover'].iloc[0]
-    assert fo['killed'] == 's2' and fo['failed'] == 0 and fo['in_flight_at_kill'] == 1
-    assert fo['failover_ms'] == pytest.approx(20.0)
-    assert fo['answered_by_killed_after_kill'] == 0
+    assert fo['fault'] == 'kill' and fo['server'] == 's2'
+    assert fo['failed'] == 0 and fo['in_flight_at_fault'] == 1
+    assert fo['recovery_ms'] == pytest.approx(20.0)
+    assert fo['answered_by_faulty_after_fault'] == 0
     targets = data['targets']
     row = targets[targets['target'].str.startswith('register batched')].iloc[0]
     assert not row['met'] and row['ratio'] == pytest.approx(0.185 / 1.25)
