@@ -79,9 +79,19 @@ def parse_servers(text):
     return out
 
 
+MAX_HOST = 253      # the longest DNS name (RFC 1035); an IP address is shorter
+
+
 def parse_addr(text):
-    """Parse 'IP:PORT' into (host, port)."""
+    """Parse 'IP:PORT' into (host, port).
+
+    The host is bounded because an index server stores and returns holder addresses: an
+    unbounded one would let a single REGISTER make every later SEARCH reply huge."""
     host, sep, port = text.rpartition(':')
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError('address %r is not IP:PORT' % text)
+    if len(host.encode('utf-8', 'surrogatepass')) > MAX_HOST:
+        raise ValueError('address %r... has a host longer than %d bytes'
+                         % (text[:40], MAX_HOST))
+    if not sep or not host or not (port.isascii() and port.isdigit() and len(port) <= 5) \
+            or int(port) > 65535:
+        raise ValueError('address %r is not IP:PORT' % text[:100])
     return host, int(port)

@@ -6,7 +6,14 @@ The ring is built from the `--servers` names (a centralized run passes one serve
 client connection gets a `ServerConnection`; replies are written as soon as the bytes that
 complete a request arrive, with TCP_NODELAY. Bad frames get an ERROR reply and only the
 offending connection may be closed (oversized frame); the server keeps serving the others.
-SIGTERM or SIGINT: stop listening, log a `summary` record with the counters, exit 0.
+
+The core decides, this driver only moves bytes and time: it writes the batches of replies
+the core returns while the transport accepts them, tells the core when the transport pauses
+and resumes writing, stops reading while the core has requests waiting, arms one timer per
+connection at the core's `get_timer()` and closes when the core says so.
+
+SIGTERM or SIGINT: stop listening, close every client connection (Python 3.12's
+`Server.wait_closed` waits for them), log a `summary` record with the counters, exit 0.
 """
 
 import argparse
@@ -17,7 +24,7 @@ import time
 from . import codec
 from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
 from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
-from .server_core import ServerConnection, ServerCore
+from .server_core import IDLE_TIMEOUT, ServerConnection, ServerCore
 
 _MAX_ERROR_LINES = 50
 
@@ -27,48 +34,89 @@ class _IndexProtocol(asyncio.Protocol):
 
     def __init__(self, node):
         self.node = node
-        self.conn = ServerConnection(node.core, node.max_frame)
+        self.conn = ServerConnection(node.core, node.max_frame, node.idle_timeout, time.time())
         self.transport = None
+        self.timer = None
 
     def connection_made(self, transport):
         self.transport = transport
+        if self.node.closing:           # accepted just as the server shuts down
+            transport.abort()
+            return
         nodelay(transport)
         self.node.counters['connections'] += 1
+        self.node.protocols.add(self)
+        self._arm()
+
+    def connection_lost(self, exc):
+        self.node.protocols.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def data_received(self, data):
         errors = self.node.core.counters['errors']
-        out, close = self.conn.receive(data, time.time())
-        if out:
-            self.transport.write(out)
+        self._write(*self.conn.receive(data, time.time()))
         if self.node.core.counters['errors'] != errors:
             self.node.report_bad(self.transport)
-        if close:
-            self.transport.close()
 
     def pause_writing(self):
-        # The client is not reading its replies: stop reading its requests until it does.
-        self.transport.pause_reading()
+        # The client is not reading its replies: the core answers nothing more until it does.
+        self.conn.pause_output()
 
     def resume_writing(self):
-        if not self.transport.is_closing():
-            self.transport.resume_reading()
+        self._write(*self.conn.resume_output(time.time()))
 
     def eof_received(self):
         out = self.conn.eof()
         if out:
             self.transport.write(out)
             self.node.report_bad(self.transport)
-        return False
+        return not self.conn.finished       # else the transport closes itself
+
+    def _write(self, out, close):
+        """Write what the core answered, ask for more while the transport takes it."""
+        while True:
+            if out:
+                self.transport.write(out)       # may call pause_writing at once
+            if close:
+                self.transport.close()
+                return
+            if not self.conn.waiting or self.conn.output_paused:
+                break
+            out, close = self.conn.more(time.time())
+        if self.conn.waiting:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+
+    def _arm(self):
+        when = self.conn.get_timer()
+        if when is not None and not self.transport.is_closing():
+            self.timer = asyncio.get_running_loop().call_later(max(0.0, when - time.time()),
+                                                               self._fire)
+
+    def _fire(self):
+        self.timer = None
+        _, close = self.conn.handle_timer(time.time())
+        if close:
+            self.transport.abort()          # idle: nothing to flush, maybe nobody reading
+        else:
+            self._arm()
 
 
 class IndexServer:
     """The asyncio side of one index server."""
 
-    def __init__(self, name, ring, replicas=0, max_frame=codec.MAX_FRAME, log=None):
+    def __init__(self, name, ring, replicas=0, max_frame=codec.MAX_FRAME, log=None,
+                 idle_timeout=IDLE_TIMEOUT):
         self.core = ServerCore(name, ring=ring, replicas=replicas)
         self.max_frame = max_frame
+        self.idle_timeout = idle_timeout
         self.log = log or JsonLog()
         self.counters = dict(connections=0)
+        self.protocols = set()          # open client connections, closed at shutdown
+        self.closing = False
         self._error_lines = 0
         self.server = None
 
@@ -95,9 +143,12 @@ class IndexServer:
         return c
 
     async def close(self):
-        """Stop listening and close the listening socket."""
+        """Stop listening, drop every client connection, wait until the server is closed."""
+        self.closing = True
         if self.server is not None:
             self.server.close()
+            for proto in list(self.protocols):
+                proto.transport.abort()
             await self.server.wait_closed()
 
 
