@@ -3,11 +3,19 @@
     python -m nodes.dht.peer --name p1 --listen IP:PORT --share DIR
 
 The catalog lists the regular files directly inside DIR and their SHA-256, computed once
-at start (and again for a file whose size or mtime changed). Each connection runs the
+at start (and again for a file that changed). Each connection runs the
 `transfer.ServeConnection` core; a task per connection executes its actions in order:
 frames with `transport.write`, file bodies with `loop.sendfile` (zero-copy `sendfile(2)`),
 so one peer streams many downloads concurrently without copying data through Python.
-SIGTERM or SIGINT: log a `summary` record and exit 0.
+
+A shared name is opened exactly once per GET, relative to the folder opened at start
+(`dir_fd`, so renaming or swapping DIR itself changes nothing), with O_NOFOLLOW (a symlink
+is refused, never followed out of the folder) and O_NONBLOCK (a FIFO cannot block the
+event loop; it is refused once `fstat` shows it is not a regular file). Digest, header and
+body all come from that one descriptor, so swapping the name afterwards cannot change what
+is sent. A body cut short because the file shrank closes the connection (the downloader
+resumes elsewhere) and counts as `failed`, not `sent`.
+SIGTERM or SIGINT: close every connection, log a `summary` record and exit 0.
 """
 
 import argparse
@@ -16,6 +24,7 @@ import hashlib
 import os
 import stat
 import sys
+from collections import deque
 
 from . import transfer
 from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
@@ -23,18 +32,19 @@ from .ring import parse_addr
 from .server_core import valid_name
 
 _HASH_BLOCK = 1024 * 1024
-_MAX_QUEUED = 64
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-def sha256_file(path):
-    """Return the SHA-256 digest of a file."""
+def sha256_fd(fd):
+    """Return the SHA-256 digest of an open file, read from its start."""
     h = hashlib.sha256()
-    with open(path, 'rb') as f:
-        while True:
-            block = f.read(_HASH_BLOCK)
-            if not block:
-                return h.digest()
-            h.update(block)
+    offset = 0
+    while True:
+        block = os.pread(fd, _HASH_BLOCK, offset)
+        if not block:
+            return h.digest()
+        h.update(block)
+        offset += len(block)
 
 
 class Catalog:
@@ -42,11 +52,12 @@ class Catalog:
 
     def __init__(self, share):
         self.share = os.path.abspath(share)
+        self._dir = os.open(self.share, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self._cache = {}
 
     def names(self):
         """Return the sorted names of the regular files in the folder."""
-        with os.scandir(self.share) as it:
+        with os.scandir(self._dir) as it:
             return sorted(e.name for e in it if e.is_file(follow_symlinks=False)
                           and not e.name.startswith('.'))
 
@@ -56,26 +67,40 @@ class Catalog:
             self.stat(name)
         return len(self._cache)
 
-    def path(self, name):
-        """Return the path of a shared file."""
-        return os.path.join(self.share, name)
-
-    def stat(self, name):
-        """Return (size, sha256) of a shared file, or None if it is not shared."""
+    def open(self, name):
+        """Return (size, sha256, open file) of a shared regular file, or None."""
         if valid_name(name) or name.startswith('.'):
             return None
         try:
-            st = os.stat(self.path(name), follow_symlinks=False)
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=self._dir)
         except OSError:
             return None
-        if not stat.S_ISREG(st.st_mode):       # no symlinks out of the folder, no devices
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):       # a FIFO, a device, a directory
+                os.close(fd)
+                return None
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            hit = self._cache.get(name)
+            if hit is None or hit[0] != key:
+                hit = (key, sha256_fd(fd))
+                self._cache[name] = hit
+        except OSError:
+            os.close(fd)
             return None
-        key = (st.st_size, st.st_mtime_ns)
-        hit = self._cache.get(name)
-        if hit is None or hit[0] != key:
-            hit = (key, sha256_file(self.path(name)))
-            self._cache[name] = hit
-        return st.st_size, hit[1]
+        return st.st_size, hit[1], open(fd, 'rb', buffering=0)
+
+    def close(self, source):
+        """Close a file returned by open()."""
+        source.close()
+
+    def stat(self, name):
+        """Return (size, sha256) of a shared file, or None if it is not shared."""
+        opened = self.open(name)
+        if opened is None:
+            return None
+        self.close(opened[2])
+        return opened[:2]
 
 
 class _ServeProtocol(asyncio.Protocol):
@@ -84,44 +109,68 @@ class _ServeProtocol(asyncio.Protocol):
     def __init__(self, node):
         self.node = node
         self.core = transfer.ServeConnection(node.catalog)
-        self.actions = asyncio.Queue()
+        self.actions = deque()
+        self.wake = asyncio.Event()         # actions arrived or the connection ended
+        self.writable = asyncio.Event()     # the transport's buffer is below its high mark
+        self.writable.set()
         self.transport = None
         self.task = None
-        self.paused = False
+        self.lost = False
 
     def connection_made(self, transport):
         self.transport = transport
+        if self.node.closing:           # accepted just as the peer shuts down
+            self.node.protocols.discard(self)
+            transport.abort()
+            return
         nodelay(transport)
         self.node.connections += 1
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def data_received(self, data):
-        for action in self.core.receive(data, 0.0):
-            self.actions.put_nowait(action)
-        if self.actions.qsize() > _MAX_QUEUED and not self.paused:
-            # A client that pipelines GETs faster than we send waits in its TCP window.
-            self.paused = True
-            self.transport.pause_reading()
+        self._take(self.core.receive(data, 0.0))
 
     def connection_lost(self, exc):
-        self.actions.put_nowait(None)
+        self.lost = True
+        self.wake.set()
+        self.writable.set()
+
+    def pause_writing(self):
+        self.writable.clear()
+
+    def resume_writing(self):
+        self.writable.set()
+
+    def _take(self, actions):
+        """Queue a batch of the core's actions; read on only if no request waits in the core."""
+        if actions:
+            self.core.pause_output()
+            self.actions.extend(actions)
+            self.wake.set()
+        if self.core.waiting:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
 
     async def _run(self):
-        """Execute the core's actions in order."""
-        loop = asyncio.get_running_loop()
+        """Execute the core's actions in order, asking for the next batch when done."""
         try:
-            while True:
-                action = await self.actions.get()
-                if self.paused and self.actions.qsize() < _MAX_QUEUED // 4:
-                    self.paused = False
-                    self.transport.resume_reading()
-                if action is None or self.transport.is_closing():
-                    break
+            while not self.lost:
+                if not self.actions:
+                    await self.writable.wait()
+                    if self.lost:
+                        break
+                    self._take(self.core.resume_output(0.0))
+                    if not self.actions:
+                        self.wake.clear()
+                        await self.wake.wait()
+                        continue
+                action = self.actions.popleft()
                 if type(action) is transfer.SendFrame:
                     self.transport.write(action.data)
                 elif type(action) is transfer.SendFile:
-                    with open(self.node.catalog.path(action.name), 'rb') as f:
-                        await loop.sendfile(self.transport, f, action.offset, action.count)
+                    if not await self._send_file(action):
+                        break
                 else:
                     self.transport.close()
                     break
@@ -131,9 +180,27 @@ class _ServeProtocol(asyncio.Protocol):
                                                  self.transport.get_extra_info('peername'), exc))
             self.transport.abort()
         finally:
-            self.node._protocols.discard(self)
+            for action in self.actions:
+                if type(action) is transfer.SendFile:
+                    self.node.catalog.close(action.source)
+            self.actions.clear()
+            self.node.protocols.discard(self)
             for k, v in self.core.counters.items():
                 self.node.totals[k] = self.node.totals.get(k, 0) + v
+
+    async def _send_file(self, action):
+        """Send one body from the file the header described; False if the connection ends."""
+        try:
+            sent = await asyncio.get_running_loop().sendfile(
+                self.transport, action.source, action.offset, action.count)
+        finally:
+            self.node.catalog.close(action.source)
+        for close in self.core.file_sent(action, sent):
+            error('%s: %s; closing the connection to %s' % (
+                self.node.name, close.reason, self.transport.get_extra_info('peername')))
+            self.transport.close()
+            return False
+        return True
 
 
 class PeerServer:
@@ -147,7 +214,8 @@ class PeerServer:
         self.failed_sends = 0
         self.totals = {}
         self.server = None
-        self._protocols = set()
+        self.protocols = set()          # open connections, closed at shutdown
+        self.closing = False
 
     async def start(self, host, port):
         """Start listening; return the bound (host, port)."""
@@ -155,22 +223,27 @@ class PeerServer:
 
         def factory():
             proto = _ServeProtocol(self)
-            self._protocols.add(proto)
+            self.protocols.add(proto)
             return proto
         self.server = await loop.create_server(factory, host, port, reuse_address=True,
                                                backlog=1024)
         return self.server.sockets[0].getsockname()[:2]
 
     async def close(self):
-        """Stop listening, close open connections, wait for their tasks."""
-        if self.server is not None:
-            self.server.close()
-        for proto in self._protocols:
+        """Stop listening, drop open connections, wait for their tasks and the server."""
+        self.closing = True
+        if self.server is None:
+            return
+        self.server.close()
+        for proto in list(self.protocols):
             if proto.transport is not None:
                 proto.transport.abort()
-        tasks = [p.task for p in self._protocols if p.task is not None]
+            if proto.task is not None:
+                proto.task.cancel()     # a sendfile to a client that stopped reading never ends
+        tasks = [p.task for p in self.protocols if p.task is not None]
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        await self.server.wait_closed()
 
     def summary(self):
         """Return the counters of this peer."""

@@ -3,7 +3,24 @@
 Sans-I/O. The serving side (`ServeConnection`) turns GET frames into actions for its
 driver: send a frame, send `count` bytes of a file from `offset` (the driver uses
 `loop.sendfile`, so file data never passes through Python), or close. It learns sizes and
-digests from a catalog object with one method, `stat(name) -> (size, sha256) or None`.
+digests from a catalog object: `stat(name) -> (size, sha256) or None`. A catalog that reads
+a disk also offers `open(name) -> (size, sha256, source) or None` and `close(source)`, and
+the core then uses those: the file is opened once, the header describes that open file,
+and `SendFile.source` carries it to the driver, so the bytes sent are those the header
+describes, never those of whatever the name points to later (a symlink or a FIFO swapped
+in meanwhile). The core gives back with `close` each source it does not hand on; the
+driver closes the others.
+
+The driver reports each body it sent with `file_sent(action, count)`: a body shorter than
+announced (the file shrank under us) ends the connection, since the stream can no longer
+match its header; the downloader resumes from another holder. Counters: `served` GETs
+answered with a FILE header, `sent` of them whose bytes all went out, `failed` cut short,
+`bytes` file bytes actually sent.
+
+Pipelined GETs are answered `WINDOW` at a time, and not at all while the driver has output
+pending (`pause_output` / `resume_output`): the rest wait decoded and `waiting` tells the
+driver to stop reading, so a client that pipelines thousands of GETs holds at most
+`WINDOW` open files on this connection.
 
 The fetching side (`Download`) is one file's download across holders. It sends GET with
 the current offset, checks the FILE header (offset as asked; size and digest equal to
@@ -15,9 +32,12 @@ so a failed or corrupt download never leaves a file under the real name.
 """
 
 import hashlib
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 from . import codec
+
+WINDOW = 16         # GETs answered per batch (each may hold an open file until it is sent)
 
 
 @dataclass(frozen=True)
@@ -30,6 +50,7 @@ class SendFile:
     name: str
     offset: int
     count: int
+    source: object = field(default=None, compare=False, repr=False)   # the catalog's open file
 
 
 @dataclass(frozen=True)
@@ -43,18 +64,53 @@ class ServeConnection:
     def __init__(self, catalog, max_frame=64 * 1024):
         self.catalog = catalog
         self.decoder = codec.Decoder(max_frame)
-        self.counters = dict(gets=0, served=0, not_found=0, errors=0, bytes=0)
+        self.counters = dict(gets=0, served=0, sent=0, failed=0, not_found=0, errors=0,
+                             bytes=0)
+        self.output_paused = False
+        self._inbox = deque()           # decoded requests not answered yet
+
+    @property
+    def waiting(self):
+        """True while decoded requests wait for an answer: the driver must stop reading."""
+        return bool(self._inbox)
 
     def receive(self, data, now):
         """Feed bytes; return a list of SendFrame / SendFile / Close actions."""
+        self._inbox.extend(self.decoder.feed(data))
+        return self._answer()
+
+    def pause_output(self):
+        """The driver still has actions to carry out: answer nothing until resume_output."""
+        self.output_paused = True
+
+    def resume_output(self, now):
+        """The driver is done with what it had; return the next batch of actions."""
+        self.output_paused = False
+        return self._answer()
+
+    def file_sent(self, action, count):
+        """The driver sent count bytes of a SendFile; return [Close] if that was too few."""
+        self.counters['bytes'] += count
+        if count == action.count:
+            self.counters['sent'] += 1
+            return []
+        self.counters['failed'] += 1
+        return [Close('%r shrank while being sent: %d of %d bytes from offset %d'
+                      % (action.name[:200], count, action.count, action.offset))]
+
+    def _answer(self):
+        """Actions for up to WINDOW waiting requests, unless paused."""
         out = []
-        for item in self.decoder.feed(data):
+        n = 0
+        while self._inbox and not self.output_paused and n < WINDOW:
+            item = self._inbox.popleft()
+            n += 1
             if isinstance(item, codec.ProtocolError):
                 self.counters['errors'] += 1
                 out.append(SendFrame(codec.encode(codec.Error(item.req, item.code, item.text))))
                 if item.fatal:
                     out.append(Close(item.text))
-                    break
+                    self._inbox.clear()
             elif isinstance(item, codec.Get):
                 out.extend(self._get(item))
             else:
@@ -64,28 +120,41 @@ class ServeConnection:
                                                               codec.ERR_UNEXPECTED, text))))
                 if isinstance(item, codec.Chunk):
                     out.append(Close(text))
-                    break
+                    self._inbox.clear()
         return out
+
+    def _open(self, name):
+        """(size, sha256, source or None) of a shared file, or None."""
+        if hasattr(self.catalog, 'open'):
+            return self.catalog.open(name)
+        st = self.catalog.stat(name)
+        return None if st is None else (st[0], st[1], None)
+
+    def _release(self, source):
+        if source is not None:
+            self.catalog.close(source)
 
     def _get(self, msg):
         """Actions answering one GET."""
         self.counters['gets'] += 1
-        st = self.catalog.stat(msg.name)
-        if st is None:
+        opened = self._open(msg.name)
+        if opened is None:
             self.counters['not_found'] += 1
             return [SendFrame(codec.encode(codec.Error(msg.req, codec.ERR_NO_SUCH_FILE,
                                                        'no such file: %r' % msg.name[:200])))]
-        size, digest = st
+        size, digest, source = opened
         if msg.offset > size:
+            self._release(source)
             self.counters['errors'] += 1
             return [SendFrame(codec.encode(codec.Error(
                 msg.req, codec.ERR_MALFORMED, 'offset %d beyond size %d' % (msg.offset, size))))]
         self.counters['served'] += 1
-        self.counters['bytes'] += size - msg.offset
         head = SendFrame(codec.encode(codec.FileHeader(msg.req, size, msg.offset, digest)))
         if size == msg.offset:
+            self._release(source)
+            self.counters['sent'] += 1
             return [head]
-        return [head, SendFile(msg.name, msg.offset, size - msg.offset)]
+        return [head, SendFile(msg.name, msg.offset, size - msg.offset, source)]
 
 
 class DownloadError(Exception):
