@@ -158,7 +158,8 @@ def test_disk_error_reported_by_the_driver_fails_without_resuming():
             getattr(net, '_' + type(a).__name__.lower())(a)
         if any(type(a).__name__ == 'Send' and a.conn[0] == 'peer' for a in acts):
             break
-    core.abort(core._ids, 'cannot write: disk full', net.now)
+    download = max(core.results) + 1        # op ids count submissions: 1, 2, ...
+    core.abort(download, 'cannot write: disk full', net.now)
     acts = core.actions()
     (rec,) = [a.record for a in acts if type(a).__name__ == 'OpDone']
     assert not rec['ok'] and rec['error'] == 'cannot write: disk full' and core.finished()
