@@ -82,10 +82,10 @@ def tables(run_dir):
 
 
 def _sizes(manifest):
-    """Return {fileset key: file size} from the manifest's file sets."""
-    sets = inputs.as_dict(manifest.get('filesets'))
-    return {k: inputs.as_dict(v.get('spec')).get('size') for k, v in sets.items()
-            if isinstance(v, dict)}
+    """Return {fileset key: file size in bytes} from the manifest's file sets."""
+    sizes = {k: inputs.as_dict(inputs.as_dict(v).get('spec')).get('size')
+             for k, v in inputs.as_dict(manifest.get('filesets')).items()}
+    return {k: v for k, v in sizes.items() if inputs.is_number(v)}
 
 
 def _number(value):

@@ -223,7 +223,8 @@ def failover_row(inputs, point, result, ops, summaries):
         'fault': str(fault.get('fault', point.get('fault', 'kill'))),
         'servers': point['servers'], 'replicas': point['replicas'],
         'clients': point['peers'], 'server': victim,
-        'fault_after_release_s': fault.get('after_release'),
+        'fault_after_release_s': fault['after_release']
+        if is_number(fault.get('after_release')) else None,
         'searches': sum(s['count'] for s in summaries),
         'ok': sum(s['ok'] for s in summaries),
         'failed': sum(s['failed'] for s in summaries),
@@ -245,7 +246,7 @@ def capture_rows(inputs, point, clients, hosts):
     clients are the point's client rows (their summaries say how many files each
     registered, N); a batched peer should send one message per server (K)."""
     _, captures = node_names(point)
-    by_ip = {ip: name for name, ip in hosts.items()}
+    by_ip = {ip: name for name, ip in hosts.items() if isinstance(ip, str)}
     counters = ('segments_to', 'bytes_to', 'segments_from', 'bytes_from')
     per_peer = {c['client']: dict({'register_messages': 0, 'names': 0},
                                   **{k: 0 for k in counters}) for c in clients}

@@ -90,3 +90,22 @@ def test_a_complete_folder_rebuilds_with_status_0(tmp_path, capsys):
     run = dht8_folder.make_run(tmp_path)
     assert cli.main([str(run)]) == 0
     assert capsys.readouterr().err == ''
+
+
+def test_odd_field_types_in_a_complete_folder_still_give_a_report(tmp_path, capsys):
+    run = dht8_folder.make_run(tmp_path)
+    m = dht8_folder.manifest(hosts={'p1': ['10.0.0.3']}, cpu='x', mechanisms=[1],
+                             filesets={'part2A': {'spec': {'size': 'big'}}, 'x': 3})
+    m['params']['bw'] = 'fast'
+    (run / 'manifest.json').write_text(json.dumps(m))
+    points = dht8_folder.read_points(run)
+    points[-1][1]['kill']['after_release'] = 'soon'
+    part2 = dht8_folder.point(len(points), 0, 'II', 'download', 1)
+    part2['fileset'] = 'part2A'
+    dht8_folder.write(run / 'logs' / ('p%03d-client-p1.jsonl' % part2['point']), [
+        {'t': 2000.5, 'event': 'summary', 'op': 'download', 'count': 2, 'ok': 2,
+         'failed': 0, 'elapsed': 0.5, 'bytes': 2000, 'messages_sent': 2, 'down': []}])
+    dht8_folder.rewrite_points(run, points + [(part2, {'released': 2000.0,
+                                                        'finished': 2000.5})])
+    assert cli.main([str(run)]) == 0, capsys.readouterr().err
+    assert '## Part II' in (run / 'report.md').read_text()
