@@ -49,7 +49,16 @@ def test_time_without_unit_is_refused(bad):
 
 @pytest.mark.parametrize('params,match', [
     ({'bw': 2000}, 'outside 0..1000'),
-    ({'bw': 0}, 'above 0'),
+    ({'bw': 0}, 'at least 0.001'),
+    ({'bw': 0.0001}, 'at least 0.001'),
+    ({'bw': float('nan')}, 'finite'),
+    ({'loss': float('inf')}, 'finite'),
+    ({'loss': float('nan')}, 'finite'),
+    ({'delay': '4295s'}, 'more than 60 s'),
+    ({'delay': '4294967297us'}, 'more than 60 s'),
+    ({'delay': '60.001s'}, 'more than 60 s'),
+    ({'delay': '61s', 'jitter': '61s'}, 'more than 60 s'),
+    ({'max_queue_size': 10 ** 6}, r'1\.\.100000'),
     ({'bw': '10'}, 'must be a number'),
     ({'loss': '1%'}, 'must be a number'),
     ({'loss': 101}, 'outside 0..100'),
@@ -88,12 +97,12 @@ def test_no_netem_falls_back_to_linkdelay_with_composed_paths():
                 last={'delay': '10ms', 'loss': 20.0})
     emu = linkemu.plan(topo, caps())
     assert emu.mechanism == 'linkdelay' and emu.link_class is linkemu.ShapedLink
-    h1h2 = emu.paths[('h1', 'h2')]
+    h1h2 = emu.paths.path('h1', 'h2')
     assert h1h2.hops == ((5000, 0), (1000, 1000), (10000, 0))
     assert h1h2.delay_ms == pytest.approx(16.0)
     assert h1h2.loss == pytest.approx(1 - 0.9 * 0.8)
     assert h1h2.links == ('h1->s1', 's1->s2', 's2->h2')
-    h3h1 = emu.paths[('h3', 'h1')]
+    h3h1 = emu.paths.path('h3', 'h1')
     assert h3h1.hops == ((0, 0), (5000, 0)) and h3h1.loss == pytest.approx(0.1)
     assert emu.needs_daemons
     assert {r['mechanism'] for r in emu.records()} >= {'linkdelay', 'none'}
@@ -154,8 +163,93 @@ def test_loops_are_fine_with_netem():
     assert linkemu.plan(Ring(), caps(netem=True)).mechanism == 'netem'
 
 
-def test_path_records_list_active_pairs_only():
-    """path_records() has one entry per delayed host pair, none for plain pairs."""
+def test_largest_values_are_accepted():
+    """The upper bounds themselves are fine: 60 s delay and jitter, 1000 Mbit/s, 100000 packets."""
+    p = direction_params({'delay': '60s', 'jitter': '60000ms', 'bw': 1000, 'loss': 100,
+                          'max_queue_size': 100000}, 'link a->b')
+    assert (p.delay_ms, p.jitter_ms, p.bw, p.loss, p.max_queue_size) == \
+        (60000.0, 60000.0, 1000.0, 100.0, 100000)
+
+
+def test_huge_delay_is_refused_by_plan():
+    """A delay past the daemon's range stops plan() before anything starts (it used to wrap)."""
+    with pytest.raises(LinkEmulationError, match=r"link h1->s1: delay='5000s' is more than 60 s"):
+        linkemu.plan(Line(first={'delay': '5000s'}), caps())
+
+
+class Chain(Topo):
+    """h1 - s1 - s2 - ... - sN - h2: one path of N + 1 links."""
+
+    def build(self, switches=3):
+        """Build the chain with 1 ms on the first link."""
+        prev = self.addHost('h1')
+        for i in range(switches):
+            s = self.addSwitch('s%d' % (i + 1))
+            self.addLink(prev, s, **({'delay': '1ms'} if i == 0 else {}))
+            prev = s
+        self.addLink(prev, self.addHost('h2'))
+
+
+def test_path_longer_than_the_daemon_composes_is_refused():
+    """64 link directions per path is the daemon's limit; 65 fails in plan with a sentence."""
+    assert linkemu.plan(Chain(switches=63), caps()).paths.longest() == 64
+    with pytest.raises(LinkEmulationError, match='crosses 65 links, more than the 64'):
+        linkemu.plan(Chain(switches=64), caps())
+
+
+class Tree(Topo):
+    """A core switch, one leaf switch per `per` hosts, every link with the given keywords."""
+
+    def build(self, hosts=30, per=10, **link):
+        """Build the tree."""
+        core = self.addSwitch('s0')
+        for i in range(hosts):
+            if i % per == 0:
+                leaf = self.addSwitch('s%d' % (i // per + 1))
+                self.addLink(leaf, core, **link)
+            self.addLink(self.addHost('h%d' % (i + 1)), leaf, **link)
+
+
+def test_paths_in_a_tree_compose_per_receiver():
+    """Every receiver reaches every other host; same-leaf paths cross 2 links, others 4."""
+    emu = linkemu.plan(Tree(hosts=30, delay='1ms', loss=1.0), caps())
+    into_h1 = emu.paths.to('h1')
+    assert [p.src for p in into_h1] == sorted('h%d' % i for i in range(2, 31))
+    by_src = {p.src: p for p in into_h1}
+    assert by_src['h2'].links == ('h2->s1', 's1->h1') and by_src['h2'].delay_ms == 2.0
+    assert by_src['h30'].links == ('h30->s3', 's3->s0', 's0->s1', 's1->h1')
+    assert by_src['h30'].loss == pytest.approx(1 - 0.99 ** 4)
+    assert emu.paths.path('h30', 'h1') == by_src['h30']
+    assert emu.paths.path('h1', 'h1') is None
+    assert emu.paths.receivers() == sorted('h%d' % i for i in range(1, 31))
+
+
+def test_path_records_are_one_summary_per_receiver():
+    """path_records() grows with the hosts, not with the host pairs: one row per receiver."""
+    emu = linkemu.plan(Tree(hosts=30, delay='1ms'), caps())
+    rows = emu.path_records()
+    assert len(rows) == 30
+    h1 = next(r for r in rows if r['dst'] == 'h1')
+    assert (h1['sources'], h1['active_sources'], h1['delay_ms_min'], h1['delay_ms_max'],
+            h1['hops_max'], h1['jitter']) == (29, 29, 2.0, 4.0, 4, False)
+
+
+def test_path_records_list_active_receivers_only():
+    """A receiver whose incoming paths are all plain has no daemon and no record."""
     emu = linkemu.plan(Line(last={'delay': '3ms'}), caps())
-    pairs = {(r['src'], r['dst']) for r in emu.path_records()}
-    assert pairs == {('h1', 'h2'), ('h2', 'h1'), ('h3', 'h2'), ('h2', 'h3')}
+    rows = {r['dst']: r for r in emu.path_records()}
+    assert set(rows) == {'h1', 'h2', 'h3'}
+    assert (rows['h1']['sources'], rows['h1']['active_sources']) == (2, 1)
+    assert rows['h2']['delay_ms_min'] == rows['h2']['delay_ms_max'] == 3.0
+
+
+def test_no_delay_anywhere_on_host_paths_needs_no_daemon():
+    """Delay on a link between a switch and nothing else reaches no host pair: no daemon."""
+    class Spur(Topo):
+        def build(self):
+            s1, s2 = self.addSwitch('s1'), self.addSwitch('s2')
+            self.addLink(self.addHost('h1'), s1)
+            self.addLink(self.addHost('h2'), s1)
+            self.addLink(s1, s2, delay='5ms')
+    emu = linkemu.plan(Spur(), caps())
+    assert emu.mechanism == 'linkdelay' and not emu.needs_daemons and emu.path_records() == []

@@ -29,10 +29,10 @@ def _topo(**link):
     return Pair()
 
 
-def _probe(net, log_dir, count, interval):
-    """Run reflector on h2 and sender on h1; return (echo RTTs in ms, one-way stream record)."""
+def _probe(net, log_dir, count, interval, src='h1', dst='h2'):
+    """Run reflector on dst and sender on src; return (echo RTTs in ms, one-way stream record)."""
     from repronet.emu.process import LogReady, NodeProcess
-    h1, h2 = net.get('h1'), net.get('h2')
+    h1, h2 = net.get(src), net.get(dst)
     probe = [sys.executable, '-m', 'workloads.probe']
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(__file__)))
     reflector = NodeProcess(h2, 'reflect', probe + ['reflect', '--port', 9000], log_dir,
@@ -119,3 +119,84 @@ def test_loop_with_delay_fails_loudly_without_netem():
                 self.addLink(s[i], s[(i + 1) % 3])
     with pytest.raises(LinkEmulationError, match='loop'):
         network.Network(Triangle(), 'lxbr', 'auto', caps)
+
+
+def _echoed(net, log_dir, count=1000):
+    """Sequence numbers whose echo came back (both directions survived) in one probe stream."""
+    os.makedirs(log_dir)
+    _, stream = _probe(net, log_dir, count, 0.001)
+    with open(os.path.join(log_dir, 'send.jsonl')) as f:
+        seqs = sorted(json.loads(line)['seq'] for line in f if '"echo"' in line)
+    assert stream['sent'] == count
+    return seqs
+
+
+def test_reseed_repeats_the_drop_pattern(tmp_path):
+    """Seeds are per point: reseeding with the same seed drops the same packets again."""
+    from repronet.emu import capabilities
+    if capabilities.probe().netem:
+        pytest.skip('netem draws from the kernel generator; only linkdelay can be reseeded')
+    net = _network(_topo(loss=20.0))
+    try:
+        runs = []
+        for i, seed in enumerate((5, 6, 5)):
+            net.links.reseed(seed)
+            runs.append(_echoed(net.net, str(tmp_path / str(i))))
+    finally:
+        net.stop()
+    print('echoed %s of 1000' % [len(r) for r in runs])
+    assert runs[0] == runs[2] and runs[0] != runs[1]
+    assert 500 < len(runs[0]) < 780    # 0.8^2 = 64 % survive both ways
+
+
+def test_stats_of_a_silent_daemon_are_marked_stale(tmp_path):
+    """A daemon that does not answer SIGUSR1 gets stale=True, not its old counters as new."""
+    import signal
+    from repronet.emu import capabilities
+    if capabilities.probe().netem:
+        pytest.skip('netem has no daemons')
+    net = _network(_topo(delay='1ms'))
+    try:
+        first = net.links.daemon_stats()
+        assert first and not any(r['stale'] for r in first.values())
+        pid = first['h2']['pid']
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            silent = net.links.daemon_stats()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert silent['h2']['stale'] is True and not silent['h1']['stale']
+        assert silent['h2']['counters'] == first['h2']['counters']
+    finally:
+        net.stop()
+
+
+def test_tree_has_one_rule_per_receiver_and_composes_paths(tmp_path):
+    """12 hosts on two leaves, 5 ms per link: one NFQUEUE rule per host, RTT 4 or 8 links."""
+    from mininet.topo import Topo
+    from repronet.emu import capabilities
+    if capabilities.probe().netem:
+        pytest.skip('netem delays per link, without rules')
+
+    class Tree(Topo):
+        def build(self):
+            core = self.addSwitch('s1')
+            for i in range(12):
+                if i % 6 == 0:
+                    leaf = self.addSwitch('s%d' % (i // 6 + 2))
+                    self.addLink(leaf, core, delay='5ms')
+                self.addLink(self.addHost('h%d' % (i + 1)), leaf, delay='5ms')
+    net = _network(Tree())
+    try:
+        rules = {h.name: h.cmd('iptables -w -t raw -S').count('NFQUEUE') for h in net.net.hosts}
+        (tmp_path / 'near').mkdir()
+        (tmp_path / 'far').mkdir()
+        near, _ = _probe(net.net, tmp_path / 'near', 50, 0.01, 'h1', 'h2')
+        far, _ = _probe(net.net, tmp_path / 'far', 50, 0.01, 'h1', 'h12')
+    finally:
+        net.stop()
+    assert rules == {'h%d' % (i + 1): 1 for i in range(12)}
+    print('median RTT near %.2f ms, far %.2f ms' % (statistics.median(near),
+                                                    statistics.median(far)))
+    assert abs(statistics.median(near) - 20.0) <= 0.03 * 20.0 + 0.2
+    assert abs(statistics.median(far) - 40.0) <= 0.03 * 40.0 + 0.2

@@ -12,12 +12,14 @@ Links carry Mininet's TCLink keywords (``bw`` Mbit/s, ``delay``/``jitter`` strin
 ``linkdelay`` (no ``sch_netem``: this machine, CI, WSL2, minimal cloud kernels)
     Bandwidth stays HTB on each interface's egress (a ``pfifo`` leaf carries ``max_queue_size``).
     Delay, jitter and loss are applied once per path, at the *receiving* host's ingress: the
-    ``repronet/emu/linkdelay`` daemon in each host namespace gets the packets from an
-    ``iptables -t raw PREROUTING -s SRC -j NFQUEUE`` rule per source host, holds each for the sum
-    of the link delays on the path source -> this host (plus one uniform jitter draw per link,
-    netem's default distribution), and drops with the compounded loss ``1 - prod(1 - p_i)``
-    from a seeded generator. Queueing delay at an HTB bottleneck adds to the held time, as it
-    does with netem under HTB.
+    ``repronet/emu/linkdelay`` daemon in each host namespace gets the packets arriving on the
+    host's interface from one ``iptables -t raw PREROUTING -i IFACE -j NFQUEUE`` rule, looks
+    the source address up in its table, holds each packet for the sum of the link delays on
+    the path source -> this host (plus one uniform jitter draw per link, netem's default
+    distribution), and drops with the compounded loss ``1 - prod(1 - p_i)`` from a
+    generator of the source's own, seeded from the run's or the point's seed
+    (:meth:`LinkEmulation.reseed`). Queueing delay at an HTB bottleneck adds to the held
+    time, as it does with netem under HTB.
 
 Why this mechanism (measured on the 2-core development machine, kernel 6.18 without netem;
 ``topologies/fidelity.py`` is the benchmark, its default run passed all 25 targets):
@@ -37,20 +39,28 @@ Why this mechanism (measured on the 2-core development machine, kernel 6.18 with
 * loss: ``iptables -m statistic`` and the daemon were equally accurate (1 % configured: 0.99 %
   and 0.92-1.07 % over 20,000 probes); the daemon wins because its generator is seeded
   (reproducible drop pattern for a given packet order), its drop counts are logged next to its
-  packet counts, and a source needs one rule instead of two;
+  packet counts, and a receiving host needs one rule whatever the number of sources;
+* start-up grows linearly with the number of hosts: one rule and one ``iptables-restore`` per
+  receiving host, every daemon started before any is waited for, a path table computed per
+  receiver when its daemon starts (never all N^2 pairs at once), and per-receiver summaries
+  of the paths instead of N^2 records (``benchmarks/startup.py`` measures it against plain
+  Mininet);
 * no ``sch_fq`` here, so BPF EDT timestamps cannot delay; TUN or AF_XDP would move every byte
   through userspace, NFQUEUE moves 40 bytes and a verdict.
 
 Limits of ``linkdelay`` (``plan`` refuses topologies that break the first two):
 the graph must be loop-free with hosts as leaves (one path per host pair, no host forwarding);
 only IPv4 between emulated hosts is delayed (ARP, IPv6 and traffic to the root namespace are
-not); cross-traffic from sources with different path delays meets at a shared bottleneck in a
-different interleaving than with per-link delay, since every packet is delayed only at the end
-of its path; ``max_queue_size`` bounds the HTB queue only (netem's ``limit`` in Mininet also
-bounds packets in flight on the delayed link, a common surprise there). Kernel receive
-timestamps (SO_TIMESTAMP: ``ping`` by default, ``tcpdump`` inside the receiving host) are taken
-before the hold, so plain ``ping`` shows only the request's path delay; ``ping -U``, TCP's own
-RTT estimate and every application clock see the full delay (the benchmark reports both).
+not); a receiving host with a daemon queues every IPv4 packet arriving on its interface, so
+packets from a host whose own path to it has nothing to emulate still make the round trip
+through the daemon (released at once); cross-traffic from sources with different path delays
+meets at a shared bottleneck in a different interleaving than with per-link delay, since every
+packet is delayed only at the end of its path; ``max_queue_size`` bounds the HTB queue only
+(netem's ``limit`` in Mininet also bounds packets in flight on the delayed link, a common
+surprise there). Kernel receive timestamps (SO_TIMESTAMP: ``ping`` by default, ``tcpdump``
+inside the receiving host) are taken before the hold, so plain ``ping`` shows only the
+request's path delay; ``ping -U``, TCP's own RTT estimate and every application clock see the
+full delay (the benchmark reports both).
 """
 
 import dataclasses
@@ -58,7 +68,9 @@ import dataclasses
 from mininet.link import Link, TCIntf
 
 from repronet.emu.linkemu_params import LinkEmulationError, link_directions
-from repronet.emu.linkemu_paths import check_forest, host_paths
+from repronet.emu.linkemu_paths import PathTable, check_forest
+
+MAX_HOPS = 64       # link directions per path: linkdelay.c's LD_MAX_HOPS
 
 __all__ = ['LinkEmulationError', 'LinkEmulation', 'plan']
 
@@ -154,7 +166,7 @@ class LinkEmulation:
     def __init__(self, mechanism, links, paths, seed):
         self.mechanism = mechanism
         self.links = links
-        self.paths = paths
+        self.paths = paths      # PathTable (linkdelay with delay, jitter or loss) or None
         self.seed = seed
         self.link_class = CheckedTCLink if mechanism == 'netem' else ShapedLink
         self._daemons = None
@@ -162,7 +174,8 @@ class LinkEmulation:
     @property
     def needs_daemons(self):
         """True when some host pair needs delay, jitter or loss from linkdelay."""
-        return self.mechanism == 'linkdelay' and any(p.active for p in self.paths.values())
+        return self.mechanism == 'linkdelay' and self.paths is not None and \
+            bool(self.paths.receivers())
 
     def install(self, net, log_dir=None):
         """Start what the mechanism needs in the started network and check it is ready."""
@@ -184,12 +197,24 @@ class LinkEmulation:
         """Per-host CPU seconds the linkdelay daemons used so far ({} without daemons)."""
         return self._daemons.cpu_seconds() if self._daemons else {}
 
+    def daemon_pids(self):
+        """PIDs of the linkdelay daemons started so far (for leftover records)."""
+        return self._daemons.pids() if self._daemons else []
+
+    def reseed(self, seed):
+        """Reseed every daemon's loss and jitter draws from seed (e.g. a point's own seed).
+
+        Each source's generator restarts from (seed, receiving host, source), so a point's
+        drops depend on its seed and its own packets, not on the points run before it.
+        netem draws from the kernel's generator and cannot be seeded: a no-op there.
+        """
+        self.seed = seed
+        if self._daemons:
+            self._daemons.reseed(seed)
+
     def path_records(self):
-        """One dict per host pair the linkdelay daemons act on (composed path parameters)."""
-        return [{'src': p.src, 'dst': p.dst, 'links': list(p.links),
-                 'delay_ms': p.delay_ms, 'hops_us': [list(h) for h in p.hops],
-                 'loss': round(100.0 * p.loss, 9)}
-                for p in sorted(self.paths.values(), key=lambda p: (p.src, p.dst)) if p.active]
+        """One dict per receiving host the daemons act on: its sources and their path range."""
+        return self.paths.summary() if self.needs_daemons else []
 
     def records(self):
         """One dict per link for the manifest: endpoints, configured parameters, mechanism."""
@@ -242,16 +267,16 @@ def plan(topo, caps, seed=0, mechanism='auto'):
         raise LinkEmulationError(
             f'link {first.node1}-{first.node2} asks for delay/jitter/loss/max_queue_size with '
             f'mechanism netem but this kernel has no sch_netem; use mechanism auto or linkdelay.')
-    paths = {}
+    paths = None
     if mechanism == 'linkdelay':
         paths = _plan_linkdelay(topo, links, caps, wants_netem)
     return LinkEmulation(mechanism, links, paths, seed)
 
 
 def _plan_linkdelay(topo, links, caps, wants_netem):
-    """Check what linkdelay needs and return its per-host-pair PathSpecs."""
+    """Check what linkdelay needs and return its PathTable (None: nothing to delay)."""
     if not wants_netem:
-        return {}
+        return None
     first = wants_netem[0]
     for feature in ('nfqueue',):
         if not getattr(caps, feature, False):
@@ -271,4 +296,12 @@ def _plan_linkdelay(topo, links, caps, wants_netem):
     for lk in links:
         directions[(lk.node1, lk.node2)] = lk.forward
         directions[(lk.node2, lk.node1)] = lk.backward
-    return host_paths(edges, directions, hosts)
+    table = PathTable(edges, directions, hosts)
+    longest = table.longest()
+    if longest > MAX_HOPS:
+        raise LinkEmulationError(
+            f'link {first.node1}-{first.node2} asks for delay/jitter/loss, this kernel has no '
+            f'sch_netem, and a path between two hosts crosses {longest} links, more than the '
+            f'{MAX_HOPS} the linkdelay daemon composes; run on a kernel with sch_netem or '
+            f'shorten the longest path.')
+    return table

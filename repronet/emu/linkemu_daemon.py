@@ -1,15 +1,25 @@
-"""Start, check and stop the linkdelay daemons and their iptables rules in host namespaces.
+"""Start, check, reseed and stop the linkdelay daemons and their iptables rules in host namespaces.
 
-One ``repronet/emu/linkdelay/linkdelay`` process per receiving host that has at least one delayed or
-lossy path to it. Order matters because the queue fails closed (no ``--queue-bypass``): the
-daemon starts and binds NFQUEUE 0 of the host's namespace first (readiness: its
-``{"event": "ready"}`` line), and only then does the chain ``REPRONET_LINKDELAY`` in the raw
-table send the sources' packets to it. Stopping removes the rules first, then sends SIGTERM to
-the daemon's own PID, which prints its final counters. Daemons run outside the host's CPU
-cgroup (``mnexec -da`` without ``-g``): they emulate the network, not the host's work.
+One ``repronet/emu/linkdelay/linkdelay`` process per receiving host that has at least one delayed
+or lossy path to it; its config lists every host with a path to it (the daemon passes the
+undelayed ones at once). Order matters because the queue fails closed (no ``--queue-bypass``):
+every daemon starts and binds NFQUEUE 0 of its host's namespace first (readiness: its
+``{"event": "ready"}`` line), and only then does one rule per host, in the chain
+``REPRONET_LINKDELAY`` of the raw table, send the IPv4 packets arriving on the host's
+interface to it. Stopping removes the rules first, then sends SIGTERM to each daemon's own PID,
+which prints its final counters. Daemons run outside the host's CPU cgroup (``mnexec -da``
+without ``-g``): they emulate the network, not the host's work.
 
-The binary is built on demand with ``make -C repronet/emu/linkdelay`` when missing or older than its
-source.
+Start-up is linear in the number of hosts and does the slow steps side by side: all daemons
+are started before the first is waited for, and each host's chain and rule go in as one
+``iptables-restore --noflush`` transaction, a bounded number of them at once.
+
+The daemon's stdin is a pipe this process keeps open: its end tells the daemon the runner is
+gone, and a line ``seed N`` reseeds its generators (:meth:`DaemonSet.reseed` waits for every
+daemon's ``seeded`` answer, so a point's traffic never meets the previous seed).
+
+The binary is built on demand with ``make -C repronet/emu/linkdelay`` when missing or older than
+its sources.
 """
 
 import os
@@ -26,18 +36,23 @@ from repronet.run.results import read_jsonl
 
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'linkdelay')
 BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
+SOURCES = ('linkdelay.c', 'linkdelay_core.c', 'linkdelay_core.h', 'Makefile')
 CHAIN = 'REPRONET_LINKDELAY'
 QUEUE = 0
-READY_TIMEOUT = 5.0
+READY_TIMEOUT = 5.0         # seconds, plus READY_PER_DAEMON for each daemon started
+READY_PER_DAEMON = 0.05
+PARALLEL = 16               # iptables-restore processes at once
+POLL = 0.01
 
 
 def ensure_binary():
-    """Build repronet/emu/linkdelay/linkdelay if missing or stale; raise one clear sentence if not."""
-    source = os.path.join(SOURCE_DIR, 'linkdelay.c')
-    if os.path.exists(BINARY) and os.path.getmtime(BINARY) >= os.path.getmtime(source):
+    """Build the daemon if missing or older than its sources; raise one clear sentence if not."""
+    sources = [os.path.join(SOURCE_DIR, name) for name in SOURCES]
+    if os.path.exists(BINARY) and \
+            os.path.getmtime(BINARY) >= max(os.path.getmtime(p) for p in sources):
         return BINARY
-    proc = subprocess.run(['make', '-C', SOURCE_DIR], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(['make', '-C', SOURCE_DIR, 'linkdelay'], capture_output=True,
+                          text=True, check=False)
     if proc.returncode != 0 or not os.path.exists(BINARY):
         last = (proc.stderr.strip().splitlines() or ['no output'])[-1]
         raise LinkEmulationError(
@@ -47,9 +62,9 @@ def ensure_binary():
     return BINARY
 
 
-def host_seed(seed, host):
-    """Per-host generator seed derived from the run seed and the host name."""
-    return (int(seed) * 1000003 + zlib.crc32(host.encode())) % (2 ** 63) or 1
+def host_id(host):
+    """The daemon's --host-id: mixes the receiving host into every source's generator seed."""
+    return zlib.crc32(host.encode())
 
 
 def _cpu_seconds(pid):
@@ -63,111 +78,172 @@ def _cpu_seconds(pid):
 
 
 class _Daemon:
-    """One running daemon: its host, process, files and source addresses."""
+    """One running daemon: its host, process, files and the interface its rule matches."""
 
-    def __init__(self, host, proc, log_path, err_path, addrs):
+    def __init__(self, host, proc, log_path, err_path, intfs):
         self.host, self.proc, self.log_path, self.err_path = host, proc, log_path, err_path
-        self.addrs = addrs
+        self.intfs = intfs
+        self.sources = 0
         self.cpu_s = 0.0
         self.final = None
+        self.rules = False
 
-    def events(self):
-        """Parsed JSON lines the daemon wrote so far (a line still being written is skipped)."""
-        return read_jsonl(self.log_path)
+    def events(self, kind):
+        """This daemon's JSON lines of one event kind so far (a line being written is skipped)."""
+        return [e for e in read_jsonl(self.log_path) if e.get('event') == kind]
+
+    def stderr(self):
+        """What the daemon said on stderr, or 'no message'."""
+        try:
+            with open(self.err_path) as f:
+                return f.read().strip() or 'no message'
+        except OSError:
+            return 'no message'
+
+
+def _restore_all(daemons, text_of, what):
+    """Run ``iptables-restore --noflush`` in each daemon's host with its text, PARALLEL at once.
+
+    Returns [(daemon, error)] of the hosts where it failed.
+    """
+    failed, running, pending = [], [], list(daemons)
+    while pending or running:
+        while pending and len(running) < PARALLEL:
+            d = pending.pop(0)
+            proc = d.host.popen(['iptables-restore', '--noflush', '-w'], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            try:        # a few hundred bytes: the pipe takes them without blocking
+                proc.stdin.write(text_of(d))
+                proc.stdin.close()
+            except OSError:
+                pass    # it exited at once (e.g. the namespace is gone); its output says why
+            running.append((d, proc))
+        d, proc = running.pop(0)
+        out = proc.stdout.read()
+        if proc.wait() != 0:
+            failed.append((d, f'{what} failed: {out.strip() or "exit %d" % proc.returncode}'))
+    return failed
 
 
 class DaemonSet:
     """The daemons and rules of one LinkEmulation."""
 
     def __init__(self, paths, seed, log_dir=None):
-        self.paths = paths
+        self.paths = paths      # linkemu_paths.PathTable
         self.seed = seed
         self.log_dir = log_dir
         self.daemons = {}
         self._scratch = None  # our own temporary folder when no log_dir was given
 
     def start(self, net):
-        """Start one daemon per receiving host, then its rules; raise if any is not ready."""
+        """Start a daemon per receiving host, wait for all, then add all rules; raise on failure."""
         binary = ensure_binary()
         if self.log_dir is None and self._scratch is None:
             self._scratch = tempfile.mkdtemp(prefix='repronet-linkdelay-')
         folder = self.log_dir or self._scratch
         os.makedirs(folder, exist_ok=True)
-        by_dst = {}
-        for spec in self.paths.values():
-            if spec.active:
-                by_dst.setdefault(spec.dst, []).append(spec)
-        for dst in sorted(by_dst):
-            self._start_one(net, binary, folder, dst, by_dst[dst])
+        for dst in self.paths.receivers():
+            self._start_one(net, binary, folder, dst)
+        self._wait_ready()
+        failed = _restore_all(self.daemons.values(), self._rules, 'adding the rule')
+        for d in self.daemons.values():
+            d.rules = True
+        for d, _ in failed:
+            d.rules = False     # a failed iptables-restore transaction changed nothing
+        if failed:
+            d, why = failed[0]
+            raise LinkEmulationError(
+                f'host {d.host.name}: {why}; linkdelay needs iptables with the NFQUEUE '
+                f'target in the host namespace.')
 
-    def _start_one(self, net, binary, folder, dst, specs):
-        """Write the config of dst, start its daemon, wait for ready, add the rules."""
-        lines, addrs, simple = [], [], True
-        for spec in sorted(specs, key=lambda s: s.src):
+    def _start_one(self, net, binary, folder, dst):
+        """Write the config of dst and start its daemon (not waiting for it)."""
+        lines, simple = [], True
+        for spec in self.paths.to(dst):
             hops = ' '.join(f'{d} {j}' for d, j in spec.hops)
             simple = simple and spec.loss == 0 and all(j == 0 for _, j in spec.hops)
             for intf in net[spec.src].intfList():
-                ip = intf.IP()
-                if ip:
-                    lines.append(f'{ip} {spec.loss:.9f} {len(spec.hops)} {hops}  # {spec.src}')
-                    addrs.append(ip)
-        if not addrs:
-            return
+                if intf.IP():
+                    lines.append(f'{intf.IP()} {spec.loss:.9f} {len(spec.hops)} {hops}\n')
+        host = net[dst]
+        intfs = [i.name for i in host.intfList() if i.name != 'lo']
         config = os.path.join(folder, f'linkdelay-{dst}.conf')
         with open(config, 'w') as f:
-            f.write('# SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... (written by topologies/'
-                    'linkemu_daemon.py)\n')
-            f.write(''.join(line.split('  #')[0] + '\n' for line in lines))
-        argv = [binary, '--config', config, '--queue', str(QUEUE),
-                '--seed', str(host_seed(self.seed, dst)), '--exit-on-eof']
+            f.write('# SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... '
+                    '(written by repronet/emu/linkemu_daemon.py)\n')
+            f.writelines(lines)
+        argv = [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(self.seed),
+                '--host-id', str(host_id(dst)), '--control-stdin']
         if simple:
             # No loss, no jitter: whole GSO packets can be held as one (fewer verdicts).
             argv.append('--gso')
         log_path = os.path.join(folder, f'linkdelay-{dst}.jsonl')
         err_path = os.path.join(folder, f'linkdelay-{dst}.err')
-        host = net[dst]
         with open(log_path, 'w') as out, open(err_path, 'w') as err:
             # stdin stays an open pipe: if this process dies, the daemon sees EOF and exits.
             proc = host.popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err,
                               mncmd=['mnexec', '-da', str(host.pid)])
-        daemon = _Daemon(host, proc, log_path, err_path, addrs)
-        self.daemons[dst] = daemon
-        self._wait_ready(daemon)
-        self._add_rules(daemon)
+        self.daemons[dst] = _Daemon(host, proc, log_path, err_path, intfs)
+        self.daemons[dst].sources = len(lines)
+
+    def _wait_ready(self):
+        """Return once every daemon printed ready; raise with its stderr if one exits or stalls."""
+        pending = dict(self.daemons)
+        deadline = time.monotonic() + READY_TIMEOUT + READY_PER_DAEMON * len(pending)
+        while pending:
+            for name, d in list(pending.items()):
+                if d.events('ready'):
+                    del pending[name]
+                elif d.proc.poll() is not None or time.monotonic() > deadline:
+                    raise LinkEmulationError(
+                        f'the linkdelay daemon on {name} did not become ready '
+                        f'({d.stderr()}); check that this kernel has NFQUEUE '
+                        f'(python -m repronet.emu.capabilities).')
+            if pending:
+                time.sleep(POLL)
 
     @staticmethod
-    def _wait_ready(daemon):
-        """Return once the daemon printed ready; raise with its stderr if it exits or stalls."""
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if any(e.get('event') == 'ready' for e in daemon.events()):
-                return
-            if daemon.proc.poll() is not None:
-                break
-            time.sleep(0.01)
-        with open(daemon.err_path) as f:
-            why = f.read().strip() or 'no message'
-        raise LinkEmulationError(
-            f'the linkdelay daemon on {daemon.host.name} did not become ready ({why}); '
-            f'check that this kernel has NFQUEUE (python -m repronet.emu.capabilities).')
+    def _rules(daemon):
+        """The raw-table transaction that sends the host's incoming IPv4 packets to its daemon."""
+        rules = [f'-A {CHAIN} -i {intf} -j NFQUEUE --queue-num {QUEUE}' for intf in daemon.intfs]
+        return '\n'.join(['*raw', f':{CHAIN} - [0:0]', f'-I PREROUTING 1 -j {CHAIN}']
+                         + rules + ['COMMIT', ''])
 
     @staticmethod
-    def _add_rules(daemon):
-        """Send packets from the daemon's sources to its queue; verify the rules are there."""
-        host = daemon.host
-        cmds = [f'iptables -w -t raw -N {CHAIN}']
-        cmds += [f'iptables -w -t raw -A {CHAIN} -s {ip}/32 -j NFQUEUE --queue-num {QUEUE}'
-                 for ip in daemon.addrs]
-        cmds.append(f'iptables -w -t raw -I PREROUTING -j {CHAIN}')
-        for cmd in cmds:
-            out = host.cmd(cmd + ' 2>&1; echo rc=$?').strip()
-            if not out.endswith('rc=0'):
+    def _unrules(daemon):
+        """The transaction that removes what _rules added."""
+        return '\n'.join(['*raw', f'-D PREROUTING -j {CHAIN}', f'-F {CHAIN}', f'-X {CHAIN}',
+                          'COMMIT', ''])
+
+    def pids(self):
+        """PIDs of every daemon started (running or not)."""
+        return [d.proc.pid for d in self.daemons.values()]
+
+    def reseed(self, seed, timeout=5.0):
+        """Reseed every running daemon; return once all answered, else raise one sentence."""
+        self.seed = seed
+        live = {n: d for n, d in self.daemons.items() if d.final is None}
+        before = {n: len(d.events('seeded')) for n, d in live.items()}
+        for name, d in live.items():
+            try:
+                d.proc.stdin.write(f'seed {int(seed)}\n'.encode())
+                d.proc.stdin.flush()
+            except OSError as e:
                 raise LinkEmulationError(
-                    f'host {host.name}: `{cmd}` failed ({out}); linkdelay needs iptables with '
-                    f'the NFQUEUE target in the host namespace.')
-        listed = host.cmd(f'iptables -w -t raw -S {CHAIN}')
-        if listed.count('NFQUEUE') != len(daemon.addrs):
-            raise LinkEmulationError(f'host {host.name}: linkdelay rules did not stick: {listed}')
+                    f'the linkdelay daemon on {name} cannot be reseeded ({e}); it has '
+                    f'stopped: {d.stderr()}.')
+        deadline = time.monotonic() + timeout
+        while live:
+            for name, d in list(live.items()):
+                seeded = d.events('seeded')
+                if len(seeded) > before[name] and seeded[-1].get('seed') == int(seed):
+                    del live[name]
+                elif d.proc.poll() is not None or time.monotonic() > deadline:
+                    raise LinkEmulationError(
+                        f'the linkdelay daemon on {name} did not confirm seed {seed} within '
+                        f'{timeout:g} s ({d.stderr()}).')
+            if live:
+                time.sleep(POLL)
 
     def cpu_seconds(self):
         """Per receiving host: user+system CPU seconds its daemon has used so far."""
@@ -178,46 +254,58 @@ class DaemonSet:
         return {name: d.cpu_s for name, d in self.daemons.items()}
 
     def stats(self, timeout=2.0):
-        """Per receiving host: pid, CPU seconds and the daemon's current counters."""
+        """Per receiving host: pid, CPU seconds and the daemon's counters.
+
+        ``stale`` is False when the counters are the daemon's answer to this call (or its
+        final ones, once stopped), and True when it did not answer within ``timeout``: then
+        ``counters`` are its last earlier ones (None if it never printed any).
+        """
         cpu = self.cpu_seconds()
         before = {}
         for name, d in self.daemons.items():
             if d.final is None and d.proc.poll() is None:
-                before[name] = sum(1 for e in d.events() if e.get('event') == 'stats')
+                before[name] = len(d.events('stats'))
                 d.proc.send_signal(signal.SIGUSR1)
         deadline = time.monotonic() + timeout
         out = {}
         for name, d in self.daemons.items():
-            counters = d.final
+            counters, stale = d.final, d.final is None
             if name in before:
                 while True:
-                    stats = [e for e in d.events() if e.get('event') == 'stats']
-                    if len(stats) > before[name] or time.monotonic() > deadline:
+                    stats = d.events('stats')
+                    stale = len(stats) <= before[name]
+                    if not stale or time.monotonic() > deadline:
                         break
-                    time.sleep(0.01)
+                    time.sleep(POLL)
                 counters = stats[-1] if stats else None
-            out[name] = {'pid': d.proc.pid, 'cpu_s': cpu[name], 'sources': d.addrs,
-                         'counters': counters}
+            elif d.final is None:       # died on its own: its last words, if any
+                stats = d.events('stats')
+                counters = stats[-1] if stats else None
+            out[name] = {'pid': d.proc.pid, 'cpu_s': cpu[name], 'sources': d.sources,
+                         'counters': counters, 'stale': stale}
         return out
 
     def stop(self):
-        """Remove the rules, then SIGTERM each own daemon PID and keep its final counters."""
-        for d in self.daemons.values():
-            if d.final is not None:
-                continue
-            try:
-                d.host.cmd(f'iptables -w -t raw -D PREROUTING -j {CHAIN} 2>/dev/null; '
-                           f'iptables -w -t raw -F {CHAIN} 2>/dev/null; '
-                           f'iptables -w -t raw -X {CHAIN} 2>/dev/null')
-            except Exception:  # the host's shell may already be gone with the network
-                pass
+        """Remove the rules, then SIGTERM every own daemon PID and keep its final counters."""
+        live = [d for d in self.daemons.values() if d.final is None]
+        try:
+            _restore_all([d for d in live if d.rules], self._unrules, 'removing the rule')
+        except Exception:   # a host's namespace may already be gone with the network
+            pass
+        for d in live:
             cpu = _cpu_seconds(d.proc.pid)
             if cpu is not None:
                 d.cpu_s = cpu
+            if d.proc.poll() is None:
+                d.proc.send_signal(signal.SIGTERM)
+        for d in live:
             stop_popen(d.proc, grace=3)
             if d.proc.stdin:
-                d.proc.stdin.close()
-            stats = [e for e in d.events() if e.get('event') == 'stats']
+                try:
+                    d.proc.stdin.close()
+                except OSError:
+                    pass
+            stats = d.events('stats')
             d.final = stats[-1] if stats else {}
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)

@@ -9,14 +9,22 @@ keywords win, and so do they here).
 
 The checks reject what Mininet would pass on silently or garble: a delay without a unit
 (``tc`` reads a bare number as microseconds on some versions, seconds on others), a loss given as
-a string, a bandwidth outside HTB's range (Mininet logs "ignoring" and runs unshaped), a jitter
-larger than the delay (would need negative delays). Every error names the link and direction.
+a string, a bandwidth outside HTB's range (Mininet logs "ignoring" and runs unshaped; below
+``BW_MIN_MBIT`` its ``rate %fMbit`` prints as zero), a jitter larger than the delay (would need
+negative delays). Every value is also bounded above: a delay or jitter over ``DELAY_MAX_MS``
+(the delay daemon's own limit, so a huge delay cannot wrap around to almost none in a
+fixed-width field), a queue over ``QUEUE_MAX_PACKETS`` (memory), non-finite numbers. Every
+error is one sentence naming the link and direction.
 """
 
 import dataclasses
+import math
 import re
 
 BW_MAX_MBIT = 1000          # Mininet's TCIntf.bwParamMax: above it TCIntf ignores bw
+BW_MIN_MBIT = 0.001         # 1 kbit/s (Mininet's 'rate %fMbit' turns under 1e-6 into 0)
+DELAY_MAX_MS = 60000.0      # per link direction; linkdelay.c's LD_MAX_DELAY_US
+QUEUE_MAX_PACKETS = 100000  # pfifo/netem limit: ~150 MB of full-size packets
 _TIME_RE = re.compile(r'^\s*([0-9]*\.?[0-9]+)\s*(s|sec|secs|ms|msec|msecs|us|usec|usecs)\s*$')
 _TIME_SCALE_MS = {'s': 1000.0, 'sec': 1000.0, 'secs': 1000.0,
                   'ms': 1.0, 'msec': 1.0, 'msecs': 1.0,
@@ -49,8 +57,8 @@ class DirectionParams:
                 'loss': self.loss, 'max_queue_size': self.max_queue_size}
 
 
-def parse_time_ms(value, what, where):
-    """'5ms' / '100us' / '0.1s' -> milliseconds; anything else raises LinkEmulationError."""
+def parse_time_ms(value, what, where, high=DELAY_MAX_MS):
+    """'5ms' / '100us' / '0.1s' -> milliseconds in 0..high; anything else raises."""
     if value is None:
         return 0.0
     match = _TIME_RE.match(value) if isinstance(value, str) else None
@@ -58,14 +66,21 @@ def parse_time_ms(value, what, where):
         raise LinkEmulationError(
             f'{where}: {what}={value!r} is not a time with a unit; write it like '
             f"'5ms', '250us' or '0.1s'.")
-    return float(match.group(1)) * _TIME_SCALE_MS[match.group(2)]
+    ms = float(match.group(1)) * _TIME_SCALE_MS[match.group(2)]
+    if not ms <= high:
+        raise LinkEmulationError(
+            f'{where}: {what}={value!r} is more than {high / 1000:g} s, the longest one-way '
+            f'{what} repronet emulates per link.')
+    return ms
 
 
 def _number(value, what, where, low, high, unit):
-    """Check that value is a real number in [low, high]; return it as float."""
+    """Check that value is a finite real number in [low, high]; return it as float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise LinkEmulationError(
             f'{where}: {what}={value!r} must be a number ({unit}), not {type(value).__name__}.')
+    if not math.isfinite(value):
+        raise LinkEmulationError(f'{where}: {what}={value!r} must be a finite number ({unit}).')
     if not low <= value <= high:
         raise LinkEmulationError(
             f'{where}: {what}={value!r} is outside {low}..{high} {unit}.')
@@ -77,8 +92,9 @@ def direction_params(params, where):
     bw = params.get('bw')
     if bw is not None:
         bw = _number(bw, 'bw', where, 0, BW_MAX_MBIT, 'Mbit/s')
-        if bw <= 0:
-            raise LinkEmulationError(f'{where}: bw must be above 0 Mbit/s (omit it for no limit).')
+        if bw < BW_MIN_MBIT:
+            raise LinkEmulationError(
+                f'{where}: bw must be at least {BW_MIN_MBIT} Mbit/s (omit it for no limit).')
     delay_ms = parse_time_ms(params.get('delay'), 'delay', where)
     jitter_ms = parse_time_ms(params.get('jitter'), 'jitter', where)
     if jitter_ms > delay_ms:
@@ -89,9 +105,11 @@ def direction_params(params, where):
     loss = 0.0 if loss is None else _number(loss, 'loss', where, 0, 100, 'percent')
     queue = params.get('max_queue_size')
     if queue is not None:
-        if isinstance(queue, bool) or not isinstance(queue, int) or queue < 1:
+        if isinstance(queue, bool) or not isinstance(queue, int) or \
+                not 1 <= queue <= QUEUE_MAX_PACKETS:
             raise LinkEmulationError(
-                f'{where}: max_queue_size={queue!r} must be a whole number of packets >= 1.')
+                f'{where}: max_queue_size={queue!r} must be a whole number of packets in '
+                f'1..{QUEUE_MAX_PACKETS}.')
     return DirectionParams(bw, delay_ms, jitter_ms, loss, queue)
 
 

@@ -13,6 +13,7 @@ without a distribution table, so the daemon draws one sample per link and sums t
 compounds, ``1 - prod(1 - p_i)``.
 """
 
+import collections
 import dataclasses
 
 
@@ -65,39 +66,105 @@ def check_forest(nodes, edges, hosts, where='topology'):
     return None
 
 
-def host_paths(edges, directions, hosts):
-    """All ordered host pairs joined by a switch-only path -> PathSpec.
+class PathTable:
+    """The path of every ordered host pair, computed per receiving host when asked.
 
-    ``edges`` is a list of (a, b); ``directions[(a, b)]`` is the DirectionParams of a -> b.
+    There are N^2 host pairs, but each receiving host's daemon needs only its own N paths,
+    and at any time only one receiver's are needed: so nothing holds all N^2 at once. A
+    breadth-first walk from the receiver reaches every other node once (in a forest each
+    has one path) and builds each node's hops from its parent's, O(nodes) per receiver.
     """
-    adjacent = {}
-    for a, b in edges:
-        adjacent.setdefault(a, []).append(b)
-        adjacent.setdefault(b, []).append(a)
-    host_set = set(hosts)
-    paths = {}
-    for src in hosts:
-        # Depth-first walk; in a forest every reached node has exactly one path from src.
-        stack = [(src, ())]
-        seen = {src}
-        while stack:
-            node, route = stack.pop()
-            if node in host_set and node != src:
-                paths[(src, node)] = _spec(src, node, route, directions)
+
+    def __init__(self, edges, directions, hosts):
+        """``edges``: [(a, b)]; ``directions[(a, b)]``: DirectionParams of a -> b."""
+        self.hosts = sorted(hosts)
+        self._host_set = set(hosts)
+        self._directions = directions
+        self._adjacent = {}
+        for a, b in edges:
+            self._adjacent.setdefault(a, []).append(b)
+            self._adjacent.setdefault(b, []).append(a)
+        self._receivers = None
+
+    def _walk(self, dst):
+        """{node: (next node toward dst, hops to dst, probability to survive)} for dst."""
+        reached = {dst: (None, (), 1.0)}
+        queue = collections.deque([dst])
+        while queue:
+            node = queue.popleft()
+            if node in self._host_set and node != dst:
+                continue            # hosts never forward (check_forest)
+            _, hops, keep = reached[node]
+            for nxt in self._adjacent.get(node, ()):
+                if nxt not in reached:
+                    p = self._directions[(nxt, node)]
+                    hop = (int(round(p.delay_ms * 1000)), int(round(p.jitter_ms * 1000)))
+                    reached[nxt] = (node, (hop,) + hops, keep * (1.0 - p.loss / 100.0))
+                    queue.append(nxt)
+        return reached
+
+    def to(self, dst):
+        """PathSpec of every host with a path to dst, sorted by source."""
+        reached = self._walk(dst)
+        return [self._spec(src, dst, reached) for src in self.hosts
+                if src != dst and src in reached]
+
+    def path(self, src, dst):
+        """PathSpec src -> dst, or None when no switch-only path joins them."""
+        reached = self._walk(dst)
+        return self._spec(src, dst, reached) if src != dst and src in reached else None
+
+    @staticmethod
+    def _spec(src, dst, reached):
+        """Compose src's entry of a walk towards dst into a PathSpec."""
+        nxt, hops, keep = reached[src]
+        names, node = [], src
+        while nxt is not None:
+            names.append(f'{node}->{nxt}')
+            node, nxt = nxt, reached[nxt][0]
+        return PathSpec(src, dst, hops, 1.0 - keep, tuple(names))
+
+    def receivers(self):
+        """Hosts with at least one active path to them (a daemon each), sorted."""
+        if self._receivers is None:
+            self._receivers = []
+            for dst in self.hosts:
+                reached = self._walk(dst)
+                if any(keep < 1.0 or any(d or j for d, j in hops)
+                       for h, (_, hops, keep) in reached.items()
+                       if h in self._host_set and h != dst):
+                    self._receivers.append(dst)
+        return self._receivers
+
+    def longest(self):
+        """Most link directions on one host-to-host path (two sweeps per tree)."""
+        best, done = 0, set()
+        for host in self.hosts:
+            if host in done:
                 continue
-            for nxt in adjacent.get(node, ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    stack.append((nxt, route + ((node, nxt),)))
-    return paths
+            first = self._walk(host)
+            done.update(first)
+            far = max((h for h in self.hosts if h in first),
+                      key=lambda h: len(first[h][1]))
+            second = self._walk(far)
+            best = max([best] + [len(second[h][1]) for h in self.hosts if h in second])
+        return best
 
+    def summary(self):
+        """One record per receiving host: how many sources, and the range of their paths.
 
-def _spec(src, dst, route, directions):
-    """Compose the link directions of one route into a PathSpec."""
-    hops, keep, names = [], 1.0, []
-    for a, b in route:
-        p = directions[(a, b)]
-        hops.append((int(round(p.delay_ms * 1000)), int(round(p.jitter_ms * 1000))))
-        keep *= 1.0 - p.loss / 100.0
-        names.append(f'{a}->{b}')
-    return PathSpec(src, dst, tuple(hops), 1.0 - keep, tuple(names))
+        The full per-pair list would be N^2 rows; each pair's path follows from the link
+        records in the manifest (delay sums, loss compounds), and ``path(src, dst)`` gives one.
+        """
+        out = []
+        for dst in self.receivers():
+            specs = self.to(dst)
+            active = [p for p in specs if p.active]
+            out.append({'dst': dst, 'sources': len(specs), 'active_sources': len(active),
+                        'delay_ms_min': min(p.delay_ms for p in active),
+                        'delay_ms_max': max(p.delay_ms for p in active),
+                        'loss_min': round(100.0 * min(p.loss for p in active), 9),
+                        'loss_max': round(100.0 * max(p.loss for p in active), 9),
+                        'hops_max': max(len(p.hops) for p in active),
+                        'jitter': any(j for p in active for _, j in p.hops)})
+        return out

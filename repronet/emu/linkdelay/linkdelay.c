@@ -2,35 +2,41 @@
  * linkdelay: hold IPv4 packets at a host's ingress for a per-source delay, drop some.
  *
  * Used by repronet/emu/linkemu.py where the kernel has no sch_netem. One daemon runs in each
- * emulated host's network namespace; iptables rules in the raw PREROUTING chain send packets
- * from the other hosts to NFQUEUE <queue>. For each packet the daemon reads the source
- * address from the first bytes (only COPY_BYTES are copied to userspace), looks up that
- * source's path (the link directions between source and this host), draws the loss and one
- * uniform jitter sample per link from a seeded xorshift generator, and either drops the packet
- * at once or keeps (deadline, packet id) in a min-heap. The loop sleeps in ppoll() until the
- * earliest deadline (timer slack set to 1 ns, CLOCK_MONOTONIC) and then gives NF_ACCEPT.
- * Equal per-source delays keep per-source order (the heap breaks ties by arrival number),
- * so packets are reordered only when jitter is configured, as with netem.
+ * emulated host's network namespace; one iptables rule in the raw PREROUTING path sends the
+ * IPv4 packets arriving on the host's interface to NFQUEUE <queue>. For each packet the
+ * daemon reads the source address from the first bytes (only COPY_BYTES are copied to
+ * userspace), looks that source up in its table (sorted, binary search), draws the loss and
+ * one uniform jitter sample per link from the source's own seeded generator, and either drops
+ * the packet at once or keeps (deadline, packet id) in a min-heap. A source the table does not
+ * know passes at once (counted as unknown). The loop sleeps in ppoll() until the earliest
+ * deadline (timer slack 1 ns, CLOCK_MONOTONIC) and then gives NF_ACCEPT. Equal per-source
+ * delays keep per-source order (the heap breaks ties by arrival number), so packets are
+ * reordered only when jitter is configured, as with netem.
  *
  * Fail closed: the queue has no bypass flag, so if this daemon dies the packets are dropped
- * (and the experiment sees it) instead of passing undelayed.
+ * (and the experiment sees it) instead of passing undelayed. Bounded: the kernel queues at
+ * most QUEUE_MAXLEN packets awaiting a verdict, and the heap holds only those.
  *
- * Config file, one line per source address:
+ * Signals (SIGTERM/SIGINT stop, SIGUSR1 prints stats) are blocked except inside ppoll, so one
+ * that arrives while the loop is busy is taken by the next wait instead of being lost.
+ *
+ * Config file, one line per source address (linkdelay_core.c checks every field):
  *     SRC_IPV4 LOSS_PROBABILITY NHOPS DELAY_US JITTER_US [DELAY_US JITTER_US ...]
+ * Control (with --control-stdin; stdin is the runner's pipe): a line "seed N" reseeds every
+ * source from (N, --host-id, source) and prints {"event": "seeded", ...}; end of file means
+ * the runner is gone, and the daemon exits (so a crashed runner leaves no daemon behind).
  * Output (stdout, JSON lines): {"event": "ready", ...} once the queue is bound, and
- * {"event": "stats", ...} on SIGUSR1 and at exit (SIGTERM/SIGINT, or with --exit-on-eof when
- * stdin closes: the runner keeps a pipe open, so a crashed runner leaves no daemon behind).
+ * {"event": "stats", ...} on SIGUSR1 and at exit. Bad arguments or config: one line on
+ * stderr and exit status 2, before the queue is touched.
  */
 #define _GNU_SOURCE
+#include "linkdelay_core.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <linux/netfilter.h>
 #include <libnetfilter_queue/libnetfilter_queue.h>
 #include <libnetfilter_queue/linux_nfnetlink_queue.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -39,32 +45,15 @@
 #include <unistd.h>
 
 #define COPY_BYTES 40
-#define MAX_HOPS 64
 #define QUEUE_MAXLEN 65536
 #define RCVBUF_BYTES (32 * 1024 * 1024)
+#define CONTROL_MAX 256
 
-struct source {
-	uint32_t addr;          /* network byte order */
-	double loss;
-	int nhops;
-	uint32_t delay_us[MAX_HOPS];
-	uint32_t jitter_us[MAX_HOPS];
-	uint64_t packets, dropped;
-};
-
-struct held {
-	uint64_t deadline_ns;
-	uint64_t arrival;       /* tie-breaker: keeps FIFO order for equal deadlines */
-	uint32_t id;
-};
-
-static struct source *sources;
-static int nsources;
-static struct held *heap;
-static size_t heap_len, heap_cap, heap_max;
-static uint64_t rng_state, arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
+static struct ld_table table;
+static struct ld_heap heap;
+static uint64_t seed, host_id;
+static uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
 static uint64_t late_ns_sum, late_ns_max, released;
-static volatile sig_atomic_t stop_flag, stats_flag;
 static struct nfq_q_handle *qh;
 
 static uint64_t now_ns(void)
@@ -72,79 +61,6 @@ static uint64_t now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t rng_next(void)
-{
-	/* xorshift64* (Vigna): fast, good enough for loss and jitter draws. */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1Dull;
-}
-
-static double rng_uniform(void)
-{
-	return (double)(rng_next() >> 11) / 9007199254740992.0;  /* [0, 1) */
-}
-
-static int held_before(const struct held *a, const struct held *b)
-{
-	if (a->deadline_ns != b->deadline_ns)
-		return a->deadline_ns < b->deadline_ns;
-	return a->arrival < b->arrival;
-}
-
-static void heap_push(struct held item)
-{
-	size_t i;
-	if (heap_len == heap_cap) {
-		heap_cap = heap_cap ? heap_cap * 2 : 4096;
-		heap = realloc(heap, heap_cap * sizeof(*heap));
-		if (!heap) {
-			perror("linkdelay: realloc");
-			exit(1);
-		}
-	}
-	i = heap_len++;
-	while (i > 0) {
-		size_t up = (i - 1) / 2;
-		if (!held_before(&item, &heap[up]))
-			break;
-		heap[i] = heap[up];
-		i = up;
-	}
-	heap[i] = item;
-	if (heap_len > heap_max)
-		heap_max = heap_len;
-}
-
-static struct held heap_pop(void)
-{
-	struct held top = heap[0], last = heap[--heap_len];
-	size_t i = 0;
-	for (;;) {
-		size_t child = 2 * i + 1;
-		if (child >= heap_len)
-			break;
-		if (child + 1 < heap_len && held_before(&heap[child + 1], &heap[child]))
-			child++;
-		if (!held_before(&heap[child], &last))
-			break;
-		heap[i] = heap[child];
-		i = child;
-	}
-	if (heap_len)
-		heap[i] = last;
-	return top;
-}
-
-static struct source *find_source(uint32_t addr)
-{
-	for (int i = 0; i < nsources; i++)
-		if (sources[i].addr == addr)
-			return &sources[i];
-	return NULL;
 }
 
 static void verdict(uint32_t id, uint32_t what)
@@ -159,157 +75,176 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 	unsigned char *payload;
 	int len = nfq_get_payload(nfa, &payload);
 	uint32_t id, src;
-	struct source *s;
-	uint64_t hold_ns = 0;
+	struct ld_source *s;
+	uint64_t hold_ns;
 	(void)q; (void)msg; (void)data;
 
 	if (!ph)
 		return 0;
 	id = ntohl(ph->packet_id);
-	if (len < 20 || (payload[0] >> 4) != 4) {
-		unknown++;
-		verdict(id, NF_ACCEPT);
-		return 0;
+	arrivals++;
+	s = NULL;
+	if (len >= 20 && (payload[0] >> 4) == 4) {
+		memcpy(&src, payload + 12, 4);
+		s = ld_find(&table, ntohl(src));
 	}
-	memcpy(&src, payload + 12, 4);
-	s = find_source(src);
 	if (!s) {
 		unknown++;
 		verdict(id, NF_ACCEPT);
 		return 0;
 	}
-	s->packets++;
-	if (s->loss > 0 && rng_uniform() < s->loss) {
-		s->dropped++;
+	if (ld_decide(s, &hold_ns)) {
 		dropped++;
 		verdict(id, NF_DROP);
 		return 0;
-	}
-	for (int h = 0; h < s->nhops; h++) {
-		double d = s->delay_us[h];
-		if (s->jitter_us[h])
-			d += (2.0 * rng_uniform() - 1.0) * s->jitter_us[h];
-		if (d > 0)
-			hold_ns += (uint64_t)(d * 1000.0);
 	}
 	if (hold_ns == 0) {
 		accepted++;
 		verdict(id, NF_ACCEPT);
 		return 0;
 	}
-	heap_push((struct held){now_ns() + hold_ns, arrivals++, id});
-	return 0;
-}
-
-static int load_config(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char line[4096];
-	int lineno = 0;
-	if (!f) {
-		fprintf(stderr, "linkdelay: cannot open config %s: %s\n", path, strerror(errno));
-		return -1;
+	if (ld_heap_push(&heap, (struct ld_held){now_ns() + hold_ns, arrivals, id}) < 0) {
+		fprintf(stderr, "linkdelay: out of memory holding %zu packets\n", heap.len);
+		exit(1);
 	}
-	while (fgets(line, sizeof(line), f)) {
-		char addr[64];
-		struct source s;
-		int off = 0, used;
-		lineno++;
-		if (line[0] == '#' || line[0] == '\n')
-			continue;
-		memset(&s, 0, sizeof(s));
-		if (sscanf(line, "%63s %lf %d%n", addr, &s.loss, &s.nhops, &off) != 3 ||
-		    inet_pton(AF_INET, addr, &s.addr) != 1 || s.loss < 0 || s.loss > 1 ||
-		    s.nhops < 0 || s.nhops > MAX_HOPS) {
-			fprintf(stderr, "linkdelay: %s:%d: expected 'SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US...'\n",
-				path, lineno);
-			fclose(f);
-			return -1;
-		}
-		for (int h = 0; h < s.nhops; h++) {
-			if (sscanf(line + off, "%u %u%n", &s.delay_us[h], &s.jitter_us[h], &used) != 2) {
-				fprintf(stderr, "linkdelay: %s:%d: %d hops announced, fewer given\n",
-					path, lineno, s.nhops);
-				fclose(f);
-				return -1;
-			}
-			off += used;
-		}
-		sources = realloc(sources, (nsources + 1) * sizeof(*sources));
-		sources[nsources++] = s;
-	}
-	fclose(f);
 	return 0;
 }
 
 static void print_stats(const char *event)
 {
+	int first = 1;
 	printf("{\"event\": \"%s\", \"arrivals\": %llu, \"accepted\": %llu, \"dropped\": %llu, "
 	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"late_us_mean\": %.3f, "
-	       "\"late_us_max\": %.3f, \"enobufs\": %llu, \"verdict_errors\": %llu, \"sources\": [",
-	       event, (unsigned long long)(arrivals + unknown), (unsigned long long)accepted,
-	       (unsigned long long)dropped, (unsigned long long)unknown, heap_len, heap_max,
+	       "\"late_us_max\": %.3f, \"enobufs\": %llu, \"verdict_errors\": %llu, "
+	       "\"seed\": %llu, \"sources\": [",
+	       event, (unsigned long long)arrivals, (unsigned long long)accepted,
+	       (unsigned long long)dropped, (unsigned long long)unknown, heap.len, heap.max,
 	       released ? late_ns_sum / 1000.0 / released : 0.0, late_ns_max / 1000.0,
-	       (unsigned long long)enobufs, (unsigned long long)verdict_errors);
-	for (int i = 0; i < nsources; i++) {
+	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
+	       (unsigned long long)seed);
+	for (size_t i = 0; i < table.n; i++) {
 		char addr[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &sources[i].addr, addr, sizeof(addr));
-		printf("%s{\"src\": \"%s\", \"packets\": %llu, \"dropped\": %llu}", i ? ", " : "",
-		       addr, (unsigned long long)sources[i].packets,
-		       (unsigned long long)sources[i].dropped);
+		struct in_addr a = {htonl(table.v[i].addr)};
+		if (!table.v[i].packets)
+			continue;   /* only sources that sent: the line stays short on big trees */
+		inet_ntop(AF_INET, &a, addr, sizeof(addr));
+		printf("%s{\"src\": \"%s\", \"packets\": %llu, \"dropped\": %llu}", first ? "" : ", ",
+		       addr, (unsigned long long)table.v[i].packets,
+		       (unsigned long long)table.v[i].dropped);
+		first = 0;
 	}
 	printf("]}\n");
 	fflush(stdout);
 }
 
-static void on_signal(int sig)
+/* Act on the complete lines in buf[0..*len); keep an unfinished one. */
+static void control(char *buf, size_t *len)
 {
-	if (sig == SIGUSR1)
-		stats_flag = 1;
-	else
-		stop_flag = 1;
+	char *start = buf, *nl;
+	while ((nl = memchr(start, '\n', *len - (size_t)(start - buf)))) {
+		uint64_t v;
+		*nl = '\0';
+		if (!strncmp(start, "seed ", 5) && ld_parse_u64(start + 5, UINT64_MAX, &v) == 0) {
+			seed = v;
+			ld_seed(&table, seed, host_id);
+			printf("{\"event\": \"seeded\", \"seed\": %llu}\n", (unsigned long long)seed);
+			fflush(stdout);
+		} else {
+			fprintf(stderr, "linkdelay: ignored control line '%.64s' (expected 'seed N')\n",
+				start);
+		}
+		start = nl + 1;
+	}
+	*len -= (size_t)(start - buf);
+	memmove(buf, start, *len);
+	if (*len == CONTROL_MAX) {
+		fprintf(stderr, "linkdelay: ignored a control line longer than %d bytes\n", CONTROL_MAX);
+		*len = 0;
+	}
 }
 
-static void usage(void)
+static void usage(const char *why, const char *arg)
 {
-	fprintf(stderr, "usage: linkdelay --config FILE [--queue N] [--seed N] [--gso] [--exit-on-eof]\n");
+	fprintf(stderr, "linkdelay: %s%s; usage: linkdelay --config FILE [--queue N] [--seed N] "
+		"[--host-id N] [--gso] [--control-stdin]\n", why, arg);
 	exit(2);
+}
+
+static uint64_t number(const char *flag, const char *text, uint64_t max)
+{
+	uint64_t v;
+	if (ld_parse_u64(text, max, &v) < 0) {
+		fprintf(stderr, "linkdelay: %s '%s' is not a whole number in 0..%llu\n", flag, text,
+			(unsigned long long)max);
+		exit(2);
+	}
+	return v;
+}
+
+static void release_due(uint64_t now)
+{
+	while (heap.len && heap.v[0].deadline_ns <= now) {
+		struct ld_held item = ld_heap_pop(&heap);
+		uint64_t late = now - item.deadline_ns;
+		late_ns_sum += late;
+		if (late > late_ns_max)
+			late_ns_max = late;
+		accepted++;
+		released++;
+		verdict(item.id, NF_ACCEPT);
+	}
 }
 
 int main(int argc, char **argv)
 {
 	const char *config = NULL;
 	unsigned queue = 0;
-	unsigned long long seed = 1;
-	int gso = 0, exit_on_eof = 0, fd;
+	int gso = 0, control_stdin = 0, fd;
 	struct nfq_handle *h;
-	static char buf[1 << 16];
-	struct sigaction sa;
+	static char buf[1 << 16], ctl[CONTROL_MAX];
+	size_t ctl_len = 0;
+	char err[LD_ERR_MAX];
+	sigset_t wait_mask;
+	FILE *f;
 
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--config") && i + 1 < argc)
+		int more = i + 1 < argc;
+		if (!strcmp(argv[i], "--config") && more)
 			config = argv[++i];
-		else if (!strcmp(argv[i], "--queue") && i + 1 < argc)
-			queue = (unsigned)strtoul(argv[++i], NULL, 10);
-		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--queue") && more)
+			queue = (unsigned)number("--queue", argv[++i], 65535);
+		else if (!strcmp(argv[i], "--seed") && more)
+			seed = number("--seed", argv[++i], UINT64_MAX);
+		else if (!strcmp(argv[i], "--host-id") && more)
+			host_id = number("--host-id", argv[++i], UINT64_MAX);
 		else if (!strcmp(argv[i], "--gso"))
 			gso = 1;
-		else if (!strcmp(argv[i], "--exit-on-eof"))
-			exit_on_eof = 1;
+		else if (!strcmp(argv[i], "--control-stdin"))
+			control_stdin = 1;
+		else if (!more && (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--queue") ||
+				   !strcmp(argv[i], "--seed") || !strcmp(argv[i], "--host-id")))
+			usage("this flag lacks its value: ", argv[i]);
 		else
-			usage();
+			usage("unknown argument ", argv[i]);
 	}
-	if (!config || load_config(config) < 0)
-		usage();
-	rng_state = seed * 0x9E3779B97F4A7C15ull + 1;  /* never zero */
+	if (!config)
+		usage("--config is required", "");
+	if (!(f = fopen(config, "r"))) {
+		fprintf(stderr, "linkdelay: cannot open config %s: %s\n", config, strerror(errno));
+		return 2;
+	}
+	if (ld_load_config(f, config, &table, err, sizeof(err)) < 0) {
+		fprintf(stderr, "linkdelay: %s\n", err);
+		fclose(f);
+		return 2;
+	}
+	fclose(f);
+	ld_seed(&table, seed, host_id);
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGUSR1, &sa, NULL);
+	if (ld_signals_setup(&wait_mask) < 0) {
+		perror("linkdelay: signal setup");
+		return 1;
+	}
 
 	h = nfq_open();
 	if (!h) {
@@ -331,47 +266,35 @@ int main(int argc, char **argv)
 		fprintf(stderr, "linkdelay: kernel refused NFQA_CFG_F_GSO, packets arrive segmented\n");
 	nfnl_rcvbufsiz(nfq_nfnlh(h), RCVBUF_BYTES);
 	fd = nfq_fd(h);
-	printf("{\"event\": \"ready\", \"queue\": %u, \"sources\": %d, \"seed\": %llu, \"gso\": %d}\n",
-	       queue, nsources, seed, gso);
+	printf("{\"event\": \"ready\", \"queue\": %u, \"sources\": %zu, \"seed\": %llu, "
+	       "\"host_id\": %llu, \"gso\": %d}\n", queue, table.n, (unsigned long long)seed,
+	       (unsigned long long)host_id, gso);
 	fflush(stdout);
 
-	while (!stop_flag) {
+	while (!ld_stop_flag) {
 		struct pollfd pfd[2] = {{fd, POLLIN, 0}, {0, POLLIN, 0}};
-		struct timespec timeout, *tp = NULL;
-		uint64_t now = now_ns();
+		uint64_t now = now_ns(), wait;
 		int rv;
 
-		while (heap_len && heap[0].deadline_ns <= now) {
-			struct held item = heap_pop();
-			uint64_t late = now - item.deadline_ns;
-			late_ns_sum += late;
-			if (late > late_ns_max)
-				late_ns_max = late;
-			accepted++;
-			released++;
-			verdict(item.id, NF_ACCEPT);
-		}
-		if (stats_flag) {
-			stats_flag = 0;
+		release_due(now);
+		if (ld_stats_flag) {
+			ld_stats_flag = 0;
 			print_stats("stats");
 		}
-		if (heap_len) {
-			uint64_t wait = heap[0].deadline_ns - now;
-			timeout.tv_sec = wait / 1000000000ull;
-			timeout.tv_nsec = wait % 1000000000ull;
-			tp = &timeout;
-		}
-		rv = ppoll(pfd, exit_on_eof ? 2 : 1, tp, NULL);
+		wait = heap.len ? heap.v[0].deadline_ns - now : 0;
+		rv = ld_wait(pfd, control_stdin ? 2 : 1, heap.len ? &wait : NULL, &wait_mask);
 		if (rv < 0 && errno != EINTR) {
 			perror("linkdelay: ppoll");
 			break;
 		}
 		if (rv <= 0)
 			continue;
-		if (exit_on_eof && pfd[1].revents) {
-			char junk[256];
-			if (read(0, junk, sizeof(junk)) <= 0)
+		if (control_stdin && pfd[1].revents) {
+			ssize_t n = read(0, ctl + ctl_len, sizeof(ctl) - ctl_len);
+			if (n <= 0)
 				break;  /* the runner is gone */
+			ctl_len += (size_t)n;
+			control(ctl, &ctl_len);
 		}
 		if (!(pfd[0].revents & POLLIN))
 			continue;

@@ -1,0 +1,209 @@
+/*
+ * linkdelay_check: drives linkdelay_core.c (the daemon's parser, table, generators, heap and
+ * wait) without a netfilter queue, so tests/test_linkdelay_unit.py can check them without
+ * root. Every command prints one JSON object on stdout; a config error prints the daemon's
+ * one-line message on stderr and exits 2, as the daemon does.
+ *
+ *   config FILE                        {"sources": N}
+ *   lookup FILE IP...                  {"lines": [config line of each IP, or null]}
+ *   heap DEADLINE...                   {"order": [arrival index of each pop]}
+ *   simulate FILE HOST_ID GAP_NS STEP...
+ *       packet k arrives at k * GAP_NS; a STEP is "seed=S" (reseed every source) or
+ *       "IP[,IP...]xCOUNT" (COUNT rounds of one packet from each listed IP). Prints, per
+ *       source, the indices (in that source's own sequence) of the dropped packets and the
+ *       hold of each kept one, and the global packet indices in release order.
+ *   wait-signal                        {"woke": "signal" | "timeout"}
+ *       sets the daemon's signals up, raises SIGUSR1 after the flags were checked (the race
+ *       the signal mask closes) and waits up to 10 s the way the daemon's loop does.
+ */
+#define _GNU_SOURCE
+#include "linkdelay_core.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PACKETS 10000000ull
+
+static struct ld_table table;
+
+static void load(const char *path)
+{
+	char err[LD_ERR_MAX];
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "linkdelay: cannot open config %s: %s\n", path, strerror(errno));
+		exit(2);
+	}
+	if (ld_load_config(f, path, &table, err, sizeof(err)) < 0) {
+		fprintf(stderr, "linkdelay: %s\n", err);
+		exit(2);
+	}
+	fclose(f);
+}
+
+static uint32_t addr_of(const char *text)
+{
+	struct in_addr a;
+	if (inet_pton(AF_INET, text, &a) != 1) {
+		fprintf(stderr, "linkdelay_check: '%s' is not an IPv4 address\n", text);
+		exit(2);
+	}
+	return ntohl(a.s_addr);
+}
+
+static uint64_t number(const char *text)
+{
+	uint64_t v;
+	if (ld_parse_u64(text, UINT64_MAX, &v) < 0) {
+		fprintf(stderr, "linkdelay_check: '%s' is not a whole number\n", text);
+		exit(2);
+	}
+	return v;
+}
+
+static int cmd_lookup(int argc, char **argv)
+{
+	load(argv[0]);
+	printf("{\"lines\": [");
+	for (int i = 1; i < argc; i++) {
+		struct ld_source *s = ld_find(&table, addr_of(argv[i]));
+		if (s)
+			printf("%s%d", i > 1 ? ", " : "", s->line);
+		else
+			printf("%snull", i > 1 ? ", " : "");
+	}
+	printf("]}\n");
+	return 0;
+}
+
+static int cmd_heap(int argc, char **argv)
+{
+	struct ld_heap h = {0};
+	for (int i = 0; i < argc; i++)
+		if (ld_heap_push(&h, (struct ld_held){number(argv[i]), (uint64_t)i, (uint32_t)i}) < 0)
+			return 1;
+	printf("{\"order\": [");
+	for (int i = 0; h.len; i++)
+		printf("%s%u", i ? ", " : "", ld_heap_pop(&h).id);
+	printf("]}\n");
+	free(h.v);
+	return 0;
+}
+
+struct seen {
+	uint64_t sent;
+	char *dropped, *holds;          /* JSON list bodies, grown as needed */
+	size_t dlen, dcap, hlen, hcap;
+};
+
+static void append(char **buf, size_t *len, size_t *cap, uint64_t v)
+{
+	char num[32];
+	int n = snprintf(num, sizeof(num), "%s%llu", *len ? ", " : "", (unsigned long long)v);
+	if (*len + (size_t)n + 1 > *cap) {
+		*cap = (*cap + (size_t)n + 1) * 2;
+		if (!(*buf = realloc(*buf, *cap)))
+			exit(1);
+	}
+	memcpy(*buf + *len, num, (size_t)n + 1);
+	*len += (size_t)n;
+}
+
+static int cmd_simulate(int argc, char **argv)
+{
+	uint64_t host_id = number(argv[1]), gap = number(argv[2]), k = 0, hold;
+	struct ld_heap h = {0};
+	struct seen *seen;
+
+	load(argv[0]);
+	seen = calloc(table.n ? table.n : 1, sizeof(*seen));
+	ld_seed(&table, 0, host_id);
+	for (int a = 3; a < argc; a++) {
+		char *x, *list, *ip, *save;
+		uint64_t rounds;
+		if (!strncmp(argv[a], "seed=", 5)) {
+			ld_seed(&table, number(argv[a] + 5), host_id);
+			continue;
+		}
+		x = strrchr(argv[a], 'x');
+		if (!x || (rounds = number(x + 1)) > MAX_PACKETS) {
+			fprintf(stderr, "linkdelay_check: step '%s' is not IP[,IP...]xCOUNT\n", argv[a]);
+			return 2;
+		}
+		*x = '\0';
+		for (uint64_t r = 0; r < rounds; r++) {
+			list = strdup(argv[a]);
+			for (ip = strtok_r(list, ",", &save); ip; ip = strtok_r(NULL, ",", &save)) {
+				struct ld_source *s = ld_find(&table, addr_of(ip));
+				struct seen *sn;
+				if (!s) {
+					fprintf(stderr, "linkdelay_check: %s is not in the config\n", ip);
+					return 2;
+				}
+				sn = &seen[s - table.v];
+				if (ld_decide(s, &hold))
+					append(&sn->dropped, &sn->dlen, &sn->dcap, sn->sent);
+				else {
+					append(&sn->holds, &sn->hlen, &sn->hcap, hold);
+					ld_heap_push(&h, (struct ld_held){k * gap + hold, k, (uint32_t)k});
+				}
+				sn->sent++;
+				k++;
+			}
+			free(list);
+		}
+	}
+	printf("{\"sources\": {");
+	for (size_t i = 0, first = 1; i < table.n; i++) {
+		struct in_addr ia = {htonl(table.v[i].addr)};
+		if (!seen[i].sent)
+			continue;
+		printf("%s\"%s\": {\"sent\": %llu, \"dropped\": [%s], \"holds_ns\": [%s]}",
+		       first ? "" : ", ", inet_ntoa(ia), (unsigned long long)seen[i].sent,
+		       seen[i].dropped ? seen[i].dropped : "", seen[i].holds ? seen[i].holds : "");
+		first = 0;
+	}
+	printf("}, \"release\": [");
+	for (int i = 0; h.len; i++)
+		printf("%s%u", i ? ", " : "", ld_heap_pop(&h).id);
+	printf("]}\n");
+	return 0;
+}
+
+static int cmd_wait_signal(void)
+{
+	sigset_t wait_mask;
+	uint64_t timeout = 10000000000ull;
+	int rv;
+	if (ld_signals_setup(&wait_mask) < 0)
+		return 1;
+	if (ld_stats_flag || ld_stop_flag)      /* the loop's flag check: nothing pending yet */
+		return 1;
+	raise(SIGUSR1);                         /* arrives between that check and the wait */
+	rv = ld_wait(NULL, 0, &timeout, &wait_mask);
+	printf("{\"woke\": \"%s\"}\n", rv < 0 && errno == EINTR && ld_stats_flag ? "signal" : "timeout");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : "";
+	if (!strcmp(cmd, "config") && argc == 3) {
+		load(argv[2]);
+		printf("{\"sources\": %zu}\n", table.n);
+		return 0;
+	}
+	if (!strcmp(cmd, "lookup") && argc >= 3)
+		return cmd_lookup(argc - 2, argv + 2);
+	if (!strcmp(cmd, "heap"))
+		return cmd_heap(argc - 2, argv + 2);
+	if (!strcmp(cmd, "simulate") && argc >= 5)
+		return cmd_simulate(argc - 2, argv + 2);
+	if (!strcmp(cmd, "wait-signal") && argc == 2)
+		return cmd_wait_signal();
+	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
+		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal\n");
+	return 2;
+}

@@ -1,0 +1,76 @@
+/*
+ * The parts of the linkdelay daemon that need no netfilter queue: its config parser, the
+ * source table, the per-source generators and the drop/hold decision, the release heap, and
+ * the signal-safe wait. linkdelay.c links them into the daemon; linkdelay_check.c links the
+ * same object into a driver that tests/test_linkdelay_unit.py runs without root.
+ */
+#ifndef LINKDELAY_CORE_H
+#define LINKDELAY_CORE_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define LD_MAX_HOPS 64
+#define LD_MAX_DELAY_US 60000000ull   /* 60 s per link, as repronet/emu/linkemu_params.py */
+#define LD_MAX_SOURCES 65536
+#define LD_LINE_MAX 4096
+#define LD_ERR_MAX 256
+
+struct ld_source {
+	uint32_t addr;                  /* host byte order: the table's sort key */
+	int line;                       /* config line it came from (messages, tests) */
+	double loss;                    /* drop probability 0..1 */
+	int nhops;
+	uint32_t delay_us[LD_MAX_HOPS];
+	uint32_t jitter_us[LD_MAX_HOPS];
+	uint64_t rng;                   /* this source's own generator (xorshift64*) */
+	uint64_t packets, dropped;
+};
+
+struct ld_table {
+	struct ld_source *v;            /* sorted by addr, no duplicates */
+	size_t n;
+};
+
+struct ld_held {
+	uint64_t deadline_ns;
+	uint64_t arrival;               /* tie-breaker: equal deadlines leave in arrival order */
+	uint32_t id;
+};
+
+struct ld_heap {
+	struct ld_held *v;
+	size_t len, cap, max;
+};
+
+/* Whole decimal token in 0..max (no sign, no trailing bytes); 0 on success, -1 otherwise. */
+int ld_parse_u64(const char *text, uint64_t max, uint64_t *out);
+
+/* Read the config; on error, write one sentence to err and return -1 (the table stays empty). */
+int ld_load_config(FILE *f, const char *name, struct ld_table *t, char *err, size_t errlen);
+void ld_free_table(struct ld_table *t);
+struct ld_source *ld_find(const struct ld_table *t, uint32_t addr);
+
+/* Seed every source's generator from (seed, host_id, source address) alone. */
+void ld_seed(struct ld_table *t, uint64_t seed, uint64_t host_id);
+
+/* Count one packet of s; return 1 to drop it, else 0 with the time to hold it in *hold_ns. */
+int ld_decide(struct ld_source *s, uint64_t *hold_ns);
+
+int ld_heap_push(struct ld_heap *h, struct ld_held item);   /* -1 when out of memory */
+struct ld_held ld_heap_pop(struct ld_heap *h);               /* h->len must be > 0 */
+
+/*
+ * Signals: ld_signals_setup installs the handlers for SIGTERM, SIGINT (stop) and SIGUSR1
+ * (stats), BLOCKS them and stores in *wait_mask the mask to wait with (them unblocked).
+ * ld_wait is ppoll with that mask, so a signal that arrives after the flags were checked
+ * stays pending and ends the wait at once instead of being handled before it.
+ */
+extern volatile sig_atomic_t ld_stop_flag, ld_stats_flag;
+int ld_signals_setup(sigset_t *wait_mask);
+int ld_wait(struct pollfd *pfd, nfds_t n, const uint64_t *timeout_ns, const sigset_t *wait_mask);
+
+#endif

@@ -1,0 +1,239 @@
+"""Unit tests of the linkdelay daemon's C core, built and run without root.
+
+``repronet/emu/linkdelay/linkdelay_core.c`` (config parser, source table, per-source generators,
+drop/hold decision, release heap, signal-safe wait) is compiled here with
+``linkdelay_check.c``, a driver that prints JSON; the daemon itself is compiled too, to check
+that it refuses a bad config or flag with one line before it touches a queue. Nothing is
+compiled into the source tree. The loss checks use fixed seeds, so they are deterministic; the
+binomial interval is what makes them able to fail.
+"""
+
+import json
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from analysis.fidelity import binom_quantiles
+from repronet.emu.linkemu_daemon import SOURCE_DIR
+
+CFLAGS = ['-O2', '-Wall', '-Wextra', '-std=c11']
+
+
+def _compile(out, sources, libs=()):
+    """Compile sources (in SOURCE_DIR) to out; skip the test if the tools are missing."""
+    if shutil.which('cc') is None:
+        pytest.skip('no C compiler (cc); vagrant/provision.sh installs gcc')
+    proc = subprocess.run(['cc'] + CFLAGS + ['-o', str(out)]
+                          + ['%s/%s' % (SOURCE_DIR, s) for s in sources] + list(libs),
+                          capture_output=True, text=True)
+    if proc.returncode != 0 and 'libnetfilter_queue' in proc.stderr and \
+            'No such file' in proc.stderr:
+        pytest.skip('libnetfilter-queue headers missing; vagrant/provision.sh installs '
+                    'libnetfilter-queue-dev')
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope='module')
+def check(tmp_path_factory):
+    """Path of the compiled driver."""
+    out = tmp_path_factory.mktemp('linkdelay') / 'linkdelay_check'
+    return _compile(out, ['linkdelay_check.c', 'linkdelay_core.c'], ['-lm'])
+
+
+@pytest.fixture(scope='module')
+def daemon(tmp_path_factory):
+    """Path of the compiled daemon (same sources and libraries as its Makefile)."""
+    out = tmp_path_factory.mktemp('linkdelay') / 'linkdelay'
+    return _compile(out, ['linkdelay.c', 'linkdelay_core.c'],
+                    ['-lnetfilter_queue', '-lnfnetlink', '-lm'])
+
+
+def run(check, *args):
+    """Run the driver; return its JSON answer."""
+    proc = subprocess.run([str(check)] + [str(a) for a in args], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def config(tmp_path, lines, name='c.conf'):
+    """Write a config file; return its path."""
+    path = tmp_path / name
+    path.write_text(''.join(line + '\n' for line in lines))
+    return path
+
+
+GOOD = ['# SRC LOSS NHOPS DELAY JITTER ...', '', '10.0.0.2 0.010000000 2 1000 0 2500 100',
+        '  10.0.0.1 0 0', '10.0.0.3 1 64 ' + ' '.join(['60000000 60000000'] * 64)]
+
+BAD = [
+    # the %u parse used to wrap this to 0 us: a 71-minute delay became none
+    (['10.0.0.1 0 1 4294967296 0'], ":1: delay '4294967296' of hop 1 is not a whole number "
+                                    "of microseconds in 0..60000000"),
+    (['10.0.0.1 0 1 18446744073709551617 0'], ":1: delay '18446744073709551617' of hop 1"),
+    (['10.0.0.1 0 1 60000001 0'], ":1: delay '60000001' of hop 1"),
+    (['10.0.0.1 0 1 -5 0'], ":1: delay '-5' of hop 1"),
+    (['10.0.0.1 0 1 10ms 0'], ":1: delay '10ms' of hop 1"),
+    (['10.0.0.1 0 1 1000 1001'], ":1: jitter '1001' of hop 1 is not a whole number of "
+                                 "microseconds in 0..1000 (its delay)"),
+    (['10.0.0.1 0 2 1000 0 5 -1'], ":1: jitter '-1' of hop 2"),
+    (['10.0.0.1 1.5 0'], ":1: loss '1.5' is not a probability in 0..1"),
+    (['10.0.0.1 nan 0'], ":1: loss 'nan'"),
+    (['10.0.0.1 -0.1 0'], ":1: loss '-0.1'"),
+    (['10.0.0.1 0.1x 0'], ":1: loss '0.1x'"),
+    (['10.0.0.1 0 65'], ":1: hop count '65' is not a whole number in 0..64"),
+    (['10.0.0.1 0 4294967297 1 0'], ":1: hop count '4294967297'"),
+    (['10.0.0.1 0 2 1000 0'], ':1: 2 hops announced, fewer given'),
+    (['10.0.0.1 0 1 1000 0 7'], ':1: more values than the 1 hops announced'),
+    (['10.0.0.256 0 0'], ":1: '10.0.0.256' is not an IPv4 source address"),
+    (['10.0.0.1'], ":1: expected 'SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ...'"),
+    (['10.0.0.1 0 0', '# x', '10.0.0.1 0 1 5 0'], ':3: source 10.0.0.1 appears again '
+                                                  '(first on line 1)'),
+    (['10.0.0.1 0 0 ' + ' ' * 5000], ':1: line longer than 4094 bytes'),
+]
+
+
+def test_good_config_parses(check, tmp_path):
+    """Comments, blank lines, leading blanks, 64 hops of 60 s each: all accepted."""
+    assert run(check, 'config', config(tmp_path, GOOD)) == {'sources': 3}
+
+
+def _refused(argv):
+    """Run argv; return its single stderr line after checking exit 2 and an empty stdout."""
+    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=30,
+                          stdin=subprocess.DEVNULL)     # a daemon that got past this ends at EOF
+    assert (proc.returncode, proc.stdout) == (2, ''), proc
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith('linkdelay: '), proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize('lines,message', BAD)
+def test_parser_refuses_with_one_line(check, tmp_path, lines, message):
+    """Overflow, garbage, out-of-range and inconsistent lines: one sentence naming file:line."""
+    path = config(tmp_path, lines)
+    assert _refused([check, 'config', path]) .startswith('linkdelay: %s%s' % (path, message))
+
+
+@pytest.mark.parametrize('lines,message', BAD)
+def test_daemon_refuses_bad_config_before_touching_a_queue(daemon, tmp_path, lines, message):
+    """The daemon exits 2 with the same one line (it used to run with the wrapped value)."""
+    path = config(tmp_path, lines)
+    line = _refused([daemon, '--config', path, '--queue', 3, '--control-stdin'])
+    assert line.startswith('linkdelay: %s%s' % (path, message))
+
+
+@pytest.mark.parametrize('flags,message', [
+    (['--seed', '-1'], "--seed '-1' is not a whole number"),
+    (['--seed', '18446744073709551616'], "--seed '18446744073709551616'"),
+    (['--queue', '65536'], "--queue '65536' is not a whole number in 0..65535"),
+    (['--host-id', '7x'], "--host-id '7x'"),
+    (['--bogus'], 'unknown argument'),
+    (['--seed'], 'lacks its value'),
+])
+def test_daemon_refuses_bad_flags(daemon, tmp_path, flags, message):
+    """A flag value that does not fit is one line and exit 2, not a silently wrapped number."""
+    path = config(tmp_path, GOOD)
+    assert message in _refused([daemon, '--config', path] + flags)
+
+
+def test_source_lookup_finds_every_source_in_a_large_table(check, tmp_path):
+    """2,000 sources in random order: each address finds its own line, absent ones none."""
+    rnd = random.Random(5)
+    addrs = rnd.sample(range(1, 2 ** 24), 2050)
+    present, absent = addrs[:2000], addrs[2000:]
+    ip = lambda n: '10.%d.%d.%d' % (n >> 16, (n >> 8) & 255, n & 255)   # noqa: E731
+    path = config(tmp_path, ['%s 0 1 %d 0' % (ip(n), i) for i, n in enumerate(present)])
+    queries = present[::-1] + absent
+    lines = run(check, 'lookup', path, *[ip(n) for n in queries])['lines']
+    assert lines == list(range(2000, 0, -1)) + [None] * 50
+
+
+def test_equal_deadlines_leave_in_arrival_order(check):
+    """The heap orders by deadline, and by arrival among equal deadlines."""
+    assert run(check, 'heap', *[7] * 50)['order'] == list(range(50))
+    rnd = random.Random(1)
+    deadlines = [rnd.randrange(20) for _ in range(3000)]
+    expected = sorted(range(3000), key=lambda i: (deadlines[i], i))
+    assert run(check, 'heap', *deadlines)['order'] == expected
+
+
+def test_no_jitter_holds_exactly_and_keeps_order(check, tmp_path):
+    """Without jitter every packet is held for the path delay and none is reordered."""
+    path = config(tmp_path, ['10.0.0.1 0 2 1000 0 250 0'])
+    out = run(check, 'simulate', path, 7, 20000, '10.0.0.1x2000')
+    assert out['sources']['10.0.0.1']['holds_ns'] == [1250000] * 2000
+    assert out['release'] == list(range(2000))
+
+
+def test_jitter_reorders_by_deadline_within_its_bounds(check, tmp_path):
+    """One uniform draw per hop: holds stay within the summed bounds, average to the delay,
+    and packets leave in deadline order, so jitter larger than the gap reorders them."""
+    path = config(tmp_path, ['10.0.0.1 0 2 1000 400 500 100'])
+    gap = 20000
+    out = run(check, 'simulate', path, 7, gap, '10.0.0.1x4000')
+    holds = out['sources']['10.0.0.1']['holds_ns']
+    assert len(holds) == 4000
+    assert 1000000 <= min(holds) and max(holds) <= 2000000
+    assert abs(sum(holds) / len(holds) - 1500000) < 30000      # ~8 standard errors
+    assert out['release'] == sorted(range(4000), key=lambda k: (k * gap + holds[k], k))
+    assert out['release'] != list(range(4000))
+
+
+@pytest.mark.parametrize('loss', [0.01, 0.1, 0.5])
+def test_loss_rate_within_binomial_bound(check, tmp_path, loss):
+    """For ten seeds, the drop count of 20,000 packets lies in the 99.9 % binomial interval."""
+    path = config(tmp_path, ['10.0.0.1 %.9f 1 1000 0' % loss])
+    lo, hi = binom_quantiles(20000, loss, 0.0005, 0.9995)
+    for seed in range(1, 11):
+        out = run(check, 'simulate', path, 3, 1000, 'seed=%d' % seed, '10.0.0.1x20000')
+        assert lo <= len(out['sources']['10.0.0.1']['dropped']) <= hi, seed
+
+
+def test_loss_zero_and_one(check, tmp_path):
+    """Probability 0 never drops, 1 always does."""
+    path = config(tmp_path, ['10.0.0.1 0 0', '10.0.0.2 1 0'])
+    out = run(check, 'simulate', path, 3, 1000, '10.0.0.1,10.0.0.2x1000')
+    assert out['sources']['10.0.0.1']['dropped'] == []
+    assert out['sources']['10.0.0.2']['dropped'] == list(range(1000))
+
+
+def _drops(check, path, host, *steps):
+    """{source: dropped indices} of one simulated run."""
+    out = run(check, 'simulate', path, host, 1000, *steps)
+    return {src: s['dropped'] for src, s in out['sources'].items()}
+
+
+def test_same_seed_same_drops_and_each_source_its_own_stream(check, tmp_path):
+    """Drops depend on (seed, receiving host, source) and the source's own packets only."""
+    path = config(tmp_path, ['10.0.0.1 0.1 1 10 5', '10.0.0.2 0.1 1 10 5'])
+    a = _drops(check, path, 3, 'seed=11', '10.0.0.1,10.0.0.2x3000')
+    assert a == _drops(check, path, 3, 'seed=11', '10.0.0.1,10.0.0.2x3000')
+    assert a['10.0.0.1'] != a['10.0.0.2']                   # not one shared pattern
+    assert a['10.0.0.1'] != _drops(check, path, 3, 'seed=12', '10.0.0.1x3000')['10.0.0.1']
+    assert a['10.0.0.1'] != _drops(check, path, 4, 'seed=11', '10.0.0.1x3000')['10.0.0.1']
+    # the other source's packets, interleaved or not, do not move this source's drops
+    assert a['10.0.0.1'] == _drops(check, path, 3, 'seed=11', '10.0.0.1x3000')['10.0.0.1']
+    assert a['10.0.0.2'] == _drops(check, path, 3, 'seed=11', '10.0.0.2x1000',
+                                   '10.0.0.1,10.0.0.2x2000')['10.0.0.2']
+
+
+def test_reseed_gives_the_same_drops_as_a_fresh_start(check, tmp_path):
+    """After 'seed N' the draws are those of a daemon started with seed N (per-point seeds)."""
+    path = config(tmp_path, ['10.0.0.1 0.2 0'])
+    fresh = _drops(check, path, 3, 'seed=99', '10.0.0.1x2000')['10.0.0.1']
+    later = _drops(check, path, 3, 'seed=5', '10.0.0.1x1234', 'seed=99',
+                   '10.0.0.1x2000')['10.0.0.1']
+    assert [k - 1234 for k in later if k >= 1234] == fresh
+
+
+def test_signal_between_flag_check_and_wait_ends_the_wait(check):
+    """A SIGUSR1 that lands after the loop checked its flags must still wake its ppoll.
+
+    Without the blocked mask the handler ran at once, the flag was set after the check, and
+    ppoll slept through (the driver then waits 10 s and reports a timeout).
+    """
+    assert run(check, 'wait-signal') == {'woke': 'signal'}
