@@ -106,6 +106,10 @@ def test_signals_become_interrupted_or_wait_while_held():
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)
         assert guard.pending == signal.SIGTERM
+        assert guard.release() == signal.SIGTERM and guard.pending is None
+        with pytest.raises(Interrupted):    # after teardown, e.g. in the analysis
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
     assert signal.getsignal(signal.SIGINT) is before
 
 

@@ -76,28 +76,32 @@ def _start(tmp_path, *args, env=None):
     script.write_text(textwrap.dedent(TINY))
     return subprocess.Popen(['/usr/bin/python3', str(script)] + list(args),
                             env=dict(os.environ, PYTHONPATH=REPO, **(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=str(tmp_path))
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(tmp_path))
 
 
-def _wait_for_line(proc, text, timeout=90):
-    """Read the run's stdout until a line contains text; return the lines read."""
-    lines, deadline = [], time.monotonic() + timeout
+def _wait_for_line(proc, text, timeout=180):
+    """Read the run's stdout until a line contains text; return what was read.
+
+    Reads the pipe's descriptor itself: a buffered readline() can hold the line
+    we wait for while select() says the pipe is empty."""
+    seen, deadline = b'', time.monotonic() + timeout
+    fd = proc.stdout.fileno()
     while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        ready, _, _ = select.select([fd], [], [], 0.5)
         if ready:
-            line = proc.stdout.readline()
-            if not line:
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 break
-            lines.append(line)
-            if text in line:
-                return lines
-    pytest.fail('no line with %r in: %s' % (text, ''.join(lines)))
+            seen += chunk
+            complete = seen[:seen.rfind(b'\n') + 1].decode(errors='replace')
+            if text in complete:
+                return complete
+    pytest.fail('no line with %r in: %s' % (text, seen.decode(errors='replace')))
 
 
 def _finish(proc):
-    out, err = proc.communicate(timeout=120)
-    return proc.returncode, out, err
+    out, err = proc.communicate(timeout=180)
+    return proc.returncode, out.decode(errors='replace'), err.decode(errors='replace')
 
 
 @pytest.mark.root
@@ -126,7 +130,7 @@ def test_ctrl_c_during_the_analysis_is_one_line(tmp_path):
     _wait_for_line(proc, 'ANALYSING')
     proc.send_signal(signal.SIGINT)
     code, out, err = _finish(proc)
-    assert code == 130
+    assert code == 130, (out, err)
     assert 'Traceback' not in err and 'KeyboardInterrupt' not in err
     assert err.strip().splitlines()[-1].startswith('tiny: analysis interrupted (SIGINT)')
     assert read_manifest(run)['status'] == 'ok'    # the run itself was complete

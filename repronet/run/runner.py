@@ -171,6 +171,7 @@ class Experiment:
                 print('%s: interrupted (%s) before the run started'
                       % (self.name, e), file=sys.stderr)
                 return 128 + e.signum
+            guard.release()             # teardown is over: Ctrl-C acts again
             if folder is None:          # --out could not be made: said why
                 return EXIT_FAILED
             print('%s: %s, results in %s' % (self.name, status, folder.path),

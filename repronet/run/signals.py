@@ -60,6 +60,13 @@ class SignalGuard:
         """From now on, note signals instead of raising them (teardown)."""
         self._holding += 1
 
+    def release(self):
+        """End hold(): signals raise Interrupted again; return and forget the
+        signal noted meanwhile (the caller has recorded it)."""
+        self._holding = 0
+        signum, self.pending = self.pending, None
+        return signum
+
     @contextlib.contextmanager
     def held(self):
         """Note a signal while the block runs; raise it as Interrupted after."""
