@@ -29,9 +29,9 @@ STUBBORN = ("import json, signal, time; signal.signal(signal.SIGTERM, signal.SIG
             "print(json.dumps({'event': 'ready'}), flush=True); time.sleep(60)")
 
 class Two(Topo):
-    def build(self):
+    def build(self, loss=0):
         s1 = self.addSwitch('s1')
-        self.addLink(self.addHost('h1'), s1)
+        self.addLink(self.addHost('h1'), s1, **({'loss': loss} if loss else {}))
         self.addLink(self.addHost('h2'), s1)
 
 class Tiny(Experiment):
@@ -40,8 +40,10 @@ class Tiny(Experiment):
     def add_arguments(self, parser):
         parser.add_argument('--mode', default='ok')
     def topology(self, params):
-        return Two()
+        return Two(loss=30 if params.mode == 'lossy' else 0)
     def points(self, params):
+        if params.mode == 'lossy':
+            return [{'point': i, 'seed': s} for i, s in enumerate((5, 9, 5))]
         return [{'point': i} for i in range(3 if params.mode == 'keep' else 1)]
     def estimate(self, params, point):
         return 1.5
@@ -49,6 +51,10 @@ class Tiny(Experiment):
         if ctx.params.mode == 'exit':
             sys.exit('a late check failed')
     def run_point(self, ctx, point):
+        if ctx.params.mode == 'lossy':
+            out = ctx.host('h1').cmd('ping -n -c 60 -i 0.01 -W 1', ctx.host('h2').IP())
+            return {'replied': [int(w.split('=')[1]) for w in out.split()
+                                if w.startswith('icmp_seq=')]}
         if ctx.params.mode == 'teardown':
             ctx.start_node('h1', 'stubborn', [sys.executable, '-c', STUBBORN],
                            ready=LogReady())
@@ -163,6 +169,17 @@ def test_keep_going_records_the_failed_point_and_runs_the_rest(tmp_path):
     assert left['returncode'] == -signal.SIGTERM   # stopped with its point
     assert [l for l in out.splitlines() if l.startswith('[2/3]')][0].split()[1] == 'FAILED'
     assert (run / 'report.md').read_text() == 'analysed\n'
+
+
+@pytest.mark.root
+def test_a_points_loss_draws_depend_on_its_seed_not_on_the_points_before(tmp_path):
+    run = tmp_path / 'run'
+    code, out, err = _finish(_start(tmp_path, '--mode', 'lossy', '--out', str(run)))
+    assert code == 0, err
+    replied = [json.loads(x)['result']['replied'] for x in open(run / 'logs' / 'points.jsonl')]
+    assert 10 < len(replied[0]) < 55             # 30 % each way: about half come back
+    assert replied[0] == replied[2]              # same seed, same packets: same drops
+    assert replied[1] != replied[0]
 
 
 @pytest.mark.root

@@ -37,6 +37,8 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 from mininet.topo import Topo  # noqa: E402
 
 from repronet.emu.process import LogReady, TcpListening  # noqa: E402
+from repronet.emu.linkemu_params import BW_MAX_MBIT  # noqa: E402
+from repronet.run.options import UsageError  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 
@@ -49,6 +51,15 @@ IPERF_PORT = 5201
 def _floats(text):
     """Parse '1,5,20' into a list of floats."""
     return [float(x) for x in str(text).split(',') if x.strip()]
+
+
+def _list(params, flag, parse):
+    """Parse a comma-separated flag; UsageError in one sentence if it does not parse."""
+    try:
+        return parse(getattr(params, flag))
+    except ValueError:
+        raise UsageError('--%s %r is not a comma-separated list of numbers'
+                         % (flag, getattr(params, flag))) from None
 
 
 def _us(ms):
@@ -143,6 +154,11 @@ class Fidelity(Experiment):
                        'rates': '10@0,10@10,100@0,100@10,500@0,500@1',
                        'rtt_packets': 3000, 'loss_packets': 100000, 'duration': 10.0},
               'defaults': {'jitter': 2.0, 'jitter_delay': 20.0, 'rtt_interval': 0.005}}
+    limits = {'jitter': (0.01, 1000, 'ms'), 'jitter_delay': (0, 10000, 'ms'),
+              'rtt_packets': (10, 1000000, 'a whole number'),
+              'rtt_interval': (0.0001, 10, 'seconds'),
+              'loss_packets': (100, 10000000, 'a whole number'),
+              'duration': (1, 3600, 'seconds')}
 
     def add_arguments(self, parser):
         """Add the sweep lists and probe sizes."""
@@ -166,6 +182,25 @@ class Fidelity(Experiment):
                             help='probes per loss point (default 20000)')
         parser.add_argument('--duration', type=float, default=None, metavar='S',
                             help='seconds per iperf3 transfer (default 5)')
+
+    def check(self, params):
+        """Check the sweep lists (each value one sentence); the flags' bounds are in limits."""
+        lists = (('delays', 0, 10000, 'one-way delays in ms'),
+                 ('losses', 0.001, 99, 'loss rates in percent'))
+        for flag, low, high, what in lists:
+            values = _list(params, flag, _floats)
+            if not values or any(not low <= v <= high for v in values):
+                raise UsageError('--%s %s must be %s from %g to %g, comma-separated'
+                                 % (flag, getattr(params, flag), what, low, high))
+        for pair in _list(params, 'rates', lambda text: [
+                tuple(float(x) for x in p.split('@')) for p in str(text).split(',')]):
+            if len(pair) != 2 or not (0.1 <= pair[0] <= BW_MAX_MBIT and 0 <= pair[1] <= 10000):
+                raise UsageError('--rates %s must be MBIT@MS pairs with 0.1 to %g Mbit/s and '
+                                 '0 to 10000 ms, like 10@5,100@0' % (params.rates, BW_MAX_MBIT))
+        if params.jitter > params.jitter_delay:
+            raise UsageError('--jitter %g is more than --jitter-delay %g: the fallback cannot '
+                             'send packets before they were sent' % (params.jitter,
+                                                                      params.jitter_delay))
 
     def topology(self, params):
         """Return one component per configuration."""

@@ -202,9 +202,7 @@ class Network:
             process = getattr(c, 'process', None)   # OsKenController's
             pids += [p for p in (getattr(c, 'pid', None),
                                  getattr(process, 'pid', None)) if p]
-        daemons = getattr(getattr(self.links, '_daemons', None), 'daemons',
-                          None) or {}
-        pids += [d.proc.pid for d in daemons.values()]   # linkdelay
+        pids += self.links.daemon_pids()    # linkdelay
         intfs = sorted({i.name for n in self.net.switches
                         for i in n.intfList() if i.name != 'lo'})
         names = [s.name for s in self.net.switches]

@@ -286,6 +286,8 @@ class Experiment:
         with open(folder.log_path('points'), 'a') as log:
             for point in points:
                 ctx.point = point
+                if 'seed' in point:     # loss/jitter draws of this point alone
+                    ctx.network.links.reseed(point['seed'])
                 started = time.time()
                 first_node = len(ctx.nodes)
                 if not self.timed_parts:    # judge CPU over whole points
