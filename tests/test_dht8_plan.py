@@ -197,3 +197,10 @@ def test_every_point_draws_from_its_own_seed():
     sample = dht8_points.choose_names(fs, 'p2', ping, random.Random(3))
     assert len(sample) == dht8_points.PING_SEARCHES == len(set(sample))
 
+
+
+def test_download_heartbeat_counts_partial_files(tmp_path):
+    (tmp_path / 'a').mkdir()
+    (tmp_path / 'a' / 'done.bin').write_bytes(b'x' * 1000)
+    (tmp_path / 'a' / '.done2.bin.part.1.1').write_bytes(b'x' * 500)
+    assert dht8_points.folder_bytes({'p1': tmp_path / 'a', 'p2': tmp_path / 'gone'}) == 1500

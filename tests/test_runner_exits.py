@@ -63,6 +63,8 @@ class Tiny(Experiment):
             raise RuntimeError('point one breaks')
         return {'ping': ctx.net.ping([ctx.host('h1'), ctx.host('h2')], timeout=2)}
     def analyse(self, run_dir):
+        if self.params_mode == 'incomplete':
+            raise ValueError('client summary missing for 1 of 2 clients in point 0')
         if self.params_mode == 'analysis':
             print('ANALYSING', flush=True)
             time.sleep(30)
@@ -140,6 +142,16 @@ def test_ctrl_c_during_the_analysis_is_one_line(tmp_path):
     assert 'Traceback' not in err and 'KeyboardInterrupt' not in err
     assert err.strip().splitlines()[-1].startswith('tiny: analysis interrupted (SIGINT)')
     assert read_manifest(run)['status'] == 'ok'    # the run itself was complete
+
+
+@pytest.mark.root
+def test_an_analysis_that_names_missing_inputs_is_one_line(tmp_path):
+    run = tmp_path / 'run'
+    code, out, err = _finish(_start(tmp_path, '--mode', 'incomplete', '--out', str(run)))
+    assert code == 1 and 'Traceback' not in err
+    assert err.strip().splitlines()[-1].startswith(
+        'tiny: client summary missing for 1 of 2 clients in point 0 (the run itself is '
+        'complete; "repronet analyse ')
 
 
 @pytest.mark.root

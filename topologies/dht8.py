@@ -259,7 +259,10 @@ class Dht8(Experiment):
         from analysis import dht8 as analysis
         try:
             if status != 0 and not (self.run_dir / 'tables' / 'targets.csv').exists():
-                analysis.build(self.run_dir)    # a failed run still gets its tables
+                try:
+                    analysis.build(self.run_dir)    # a failed run still gets its tables
+                except ValueError as e:             # inputs missing: tables still written
+                    print('dht8: %s' % e, file=sys.stderr)
             print(analysis.targets_text(self.run_dir), flush=True)
         except (OSError, ValueError, KeyError) as e:
             print('dht8: no target summary: %s' % e, file=sys.stderr)

@@ -240,7 +240,7 @@ class Point:
                 self._inject(victim, released)
             if downloads and time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + HEARTBEAT_POLL_S
-                self.ctx.heartbeat(round(_folder_bytes(downloads) / 1e6, 1),
+                self.ctx.heartbeat(round(folder_bytes(downloads) / 1e6, 1),
                                    round(total_bytes / 1e6, 1), ' MB downloaded')
             if time.time() > deadline:
                 raise RuntimeError('%s: clients still running %.0f s after the release'
@@ -307,7 +307,7 @@ class Point:
         return '; '.join(problems) or 'ok'
 
 
-def _folder_bytes(folders):
+def folder_bytes(folders):
     """Return the bytes held by the files in folders (partial downloads included)."""
     total = 0
     for path in folders.values():

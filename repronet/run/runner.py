@@ -325,6 +325,10 @@ class Experiment:
             print('%s: analysis interrupted (%s); the run itself is complete, '
                   'rerun it with %s' % (self.name, e, hint), file=sys.stderr)
             return 128 + e.signum
+        except ValueError as e:     # the analysis says what was wrong or missing
+            print('%s: %s (the run itself is complete; %s rebuilds it)'
+                  % (self.name, e, hint), file=sys.stderr)
+            return EXIT_FAILED
         except Exception:
             traceback.print_exc()
             print('%s: analysis failed; the run itself is complete, retry with '
