@@ -80,5 +80,15 @@ def main(argv=None):
     return status
 
 
+def interruptible(main_function, argv=None):
+    """Run main_function; Ctrl-C is one line and status 130, not a traceback (a half
+    rebuilt folder is rebuilt whole by the next run of the same command)."""
+    try:
+        return main_function(argv)
+    except KeyboardInterrupt:
+        print('analysis interrupted; run the same command again to rebuild', file=sys.stderr)
+        return 130
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(interruptible(main))

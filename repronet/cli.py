@@ -158,8 +158,8 @@ def cmd_caps(argv):
 def cmd_analyse(argv):
     """Rebuild results folders (python -m analysis)."""
     _importable()
-    from analysis.__main__ import main
-    return main(argv)
+    from analysis.__main__ import interruptible, main
+    return interruptible(main, argv)
 
 
 def cmd_compare(argv):

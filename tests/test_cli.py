@@ -188,3 +188,25 @@ def test_state_knows_whether_its_runner_is_alive(tmp_path):
         child.kill()
         child.wait()
     assert state.runner_alive() is None
+
+
+def test_ctrl_c_in_analyse_is_one_line(tmp_path):
+    import signal
+    import time
+    from tests.dht8_folder import make_run
+    dirs = []
+    for i in range(40):             # enough folders that the command is still busy
+        (tmp_path / ('run%d' % i)).mkdir()
+        make_run(tmp_path / ('run%d' % i))
+        dirs.append(str(tmp_path / ('run%d' % i)))
+    proc = subprocess.Popen([sys.executable, '-m', 'repronet', 'analyse'] + dirs,
+                            cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    first = proc.stdout.readline()          # one folder done: it is working
+    assert first.endswith('rebuilt\n'), proc.stderr.read()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip('all 40 folders were rebuilt before the signal arrived')
+    assert proc.returncode == 130
+    assert err == 'analysis interrupted; run the same command again to rebuild\n'
