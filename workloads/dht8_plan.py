@@ -141,10 +141,12 @@ def _needs(params, values):
 
 
 #: Seconds per operation of one client, and to start one node (server, client, peer) or
-#: one capture; from ``logs/points.jsonl`` of ``topologies/dht8.py --scale smoke`` (4
-#: servers, 2 peers, 100 files; this machine, 2 cores): timed parts 0.05 s for 100 batched
-#: registers, 0.1 s for 100 unbatched ones or 100 searches (the wait loop's resolution), and
-#: about 0.4 s outside the timed part for 6 nodes, 1.25 s more with captures.
+#: one capture: rounded from ``logs/points.jsonl`` of one ``topologies/dht8.py --scale
+#: smoke`` run (4 servers, 2 peers, 100 files) on the development machine, whose manifest
+#: recorded 2 cores: timed parts 0.05 s for 100 batched registers, 0.1 s for 100 unbatched
+#: ones or 100 searches (the wait loop's resolution), and about 0.4 s outside the timed part
+#: for 6 nodes, 1.25 s more with captures. Only ``--dry-run`` and the ETA use them, and only
+#: as a rough guide: a machine with other cores, or another load, takes longer or less.
 OP_SECONDS = {'register batched': 0.0005, 'register': 0.001, 'search': 0.001,
               'download': 0.0015}
 NODE_START_S, CAPTURE_START_S = 0.07, 1.25

@@ -9,7 +9,7 @@ Links carry Mininet's TCLink keywords (``bw`` Mbit/s, ``delay``/``jitter`` strin
     the queue limit, on each interface's egress. Only change: a ``tc`` error raises instead of
     being printed and ignored.
 
-``linkdelay`` (no ``sch_netem``: this machine, CI, WSL2, minimal cloud kernels)
+``linkdelay`` (no ``sch_netem``: the development kernel, CI, WSL2, minimal cloud kernels)
     Bandwidth stays HTB on each interface's egress (a ``pfifo`` leaf carries ``max_queue_size``).
     Delay, jitter and loss are applied once per path, at the *receiving* host's ingress: the
     ``repronet/emu/linkdelay`` daemon in each host namespace gets the packets arriving on the
@@ -21,32 +21,31 @@ Links carry Mininet's TCLink keywords (``bw`` Mbit/s, ``delay``/``jitter`` strin
     (:meth:`LinkEmulation.reseed`). Queueing delay at an HTB bottleneck adds to the held
     time, as it does with netem under HTB.
 
-Why this mechanism (measured on the 2-core development machine, kernel 6.18 without netem;
-``topologies/fidelity.py`` is the benchmark, its default run passed all 25 targets):
+Why this mechanism (each choice was measured on a kernel without netem; the figures the
+project stands by, with the command and commit that produced them, are in the README's
+"Link emulation" section, and ``topologies/fidelity.py`` is the benchmark):
 
-* where to hold: holding a sender's own packets in its OUTPUT hook throttles TCP (4.7 Mbit/s
-  with a 10 ms hold: TCP small queues count the held packets against the socket, netem avoids
-  that with ``skb_orphan_partial``, userspace cannot); holding at the receiver's raw PREROUTING
-  gave 1.2 Gbit/s with a Python loop (ENVIRONMENT.md). So the hold is at the receiver, keyed by
-  source address, once per path;
-* who holds: a Python NFQUEUE loop passed 620 Mbit/s with no hold at all (ENVIRONMENT.md) and
-  sleeps with ~1 ms granularity. The C daemon copies 40 bytes per packet and sleeps in ``ppoll``
-  with 1 ns timer slack: unshaped TCP through a 1 ms hold reached 16 Gbit/s (whole GSO packets
-  queued, 0.43 core), 2.7 Gbit/s with loss on (packets segmented so each is dropped on its own,
-  1.1 core); released packets were 36 us late on average; RTT medians were within 0.33 ms of
-  twice the configured one-way delay from 1 to 100 ms; TCP at 500 Mbit/s with 1 ms reached 95 %
-  of the rate with the daemons using 0.28 core;
-* loss: ``iptables -m statistic`` and the daemon were equally accurate (1 % configured: 0.99 %
-  and 0.92-1.07 % over 20,000 probes); the daemon wins because its generator is seeded
+* where to hold: holding a sender's own packets in its OUTPUT hook throttles its TCP far below
+  the link rate (TCP small queues count the held packets against the socket; netem avoids
+  that with ``skb_orphan_partial``, userspace cannot). A first prototype, a Python NFQUEUE
+  loop holding at the receiver's raw PREROUTING instead, did not throttle it that way. So
+  the hold is at the receiver, keyed by source address, once per path;
+* who holds: that Python loop slowed TCP even with no hold at all and slept with about a
+  millisecond's granularity. The C daemon copies 40 bytes per packet and sleeps in ``ppoll``
+  with 1 ns timer slack, so a packet waits for its release time, not for a scheduler tick,
+  and the per-packet work is small (the README gives how late the daemons release packets,
+  the RTT error and the daemons' CPU, as measured);
+* loss: ``iptables -m statistic`` and the daemon were equally accurate in an early comparison
+  (1 % configured, 20,000 probes each); the daemon wins because its generator is seeded
   (reproducible drop pattern for a given packet order), its drop counts are logged next to its
   packet counts, and a receiving host needs one rule whatever the number of sources;
 * start-up grows linearly with the number of hosts: one rule and one ``iptables-restore`` per
   receiving host, every daemon started before any is waited for, a path table computed per
   receiver when its daemon starts (never all N^2 pairs at once), and per-receiver summaries
   of the paths instead of N^2 records (``benchmarks/startup.py`` measures it against plain
-  Mininet);
-* no ``sch_fq`` here, so BPF EDT timestamps cannot delay; TUN or AF_XDP would move every byte
-  through userspace, NFQUEUE moves 40 bytes and a verdict.
+  Mininet; the README has its figures);
+* the development kernel has no ``sch_fq`` either, so BPF EDT timestamps cannot delay; TUN
+  or AF_XDP would move every byte through userspace, NFQUEUE moves 40 bytes and a verdict.
 
 Limits of ``linkdelay`` (``plan`` refuses topologies that break the first two):
 the graph must be loop-free with hosts as leaves (one path per host pair, no host forwarding);
