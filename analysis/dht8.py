@@ -97,14 +97,15 @@ def _number(value):
 
 
 def build(run_dir):
-    """Rewrite tables/, figures/ and report.md of a dht8 run; return the tables.
+    """Rewrite tables/, figures/ and report.md of a dht8 run; return the tables
+    (and under 'figures' what each figure drew).
 
     Raises IncompleteInputs (after writing everything) when inputs were missing."""
     run_dir = pathlib.Path(run_dir)
     manifest = inputs.read_manifest(run_dir)
     data = tables(run_dir)
     write_tables(run_dir, data, FLOAT)
-    dht8_figures.draw(run_dir, manifest, data)
+    data['figures'] = dht8_figures.draw(run_dir, manifest, data)
     (run_dir / 'report.md').write_text(dht8_report.report(manifest, data))
     problem = inputs.incomplete(data['inputs'])
     if problem is not None:

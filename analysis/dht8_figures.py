@@ -18,18 +18,20 @@ from analysis.dht8_seed import SIZE_LABELS
 
 
 def draw(run_dir, manifest, data):
-    """Draw every figure whose table has rows."""
+    """Draw every figure whose table has rows; return {name: what analysis.figures
+    saved}, whose ``.drawn`` says what each figure shows (the tests read it)."""
     out = run_dir / 'figures'
     params = manifest['params']
-    _part1(out, data.get('part1', pd.DataFrame()))
-    _part2(out, data, params)
+    saved = {}
+    _part1(saved, out, data.get('part1', pd.DataFrame()))
+    _part2(saved, out, data, params)
     p3 = data.get('part3', pd.DataFrame())
     if len(p3):
         df = p3.assign(**{
             'total operations': p3['concurrent_clients'] * p3['ops_per_client'],
             'series': p3['variant'] + ', ' + p3['system'] + ' (' +
             p3['servers'].astype(str) + ')'})
-        figures.lines_over_time(
+        saved['part3_centralized_vs_decentralized'] = figures.lines_over_time(
             df, 'total operations', 'total_time_s', 'series', out,
             'part3_centralized_vs_decentralized',
             'Part III: centralized (1 server) against decentralized',
@@ -37,16 +39,17 @@ def draw(run_dir, manifest, data):
     cap = data.get('capture', pd.DataFrame())
     if len(cap):
         files = cap['files_N'].max()
-        figures.bars_with_spread(
+        saved['capture_messages'] = figures.bars_with_spread(
             cap.rename(columns={'register_messages': 'REGISTER messages per peer'}),
             'mode', 'REGISTER messages per peer', out, 'capture_messages',
             'REGISTER messages per peer on the servers\' wires (K=%d servers, N=%s '
             'files)' % (cap['servers_K'].iloc[0], '?' if nan(files) else '%d' % files),
             'register mode', 'messages per peer')
-    _failover(out, data.get('failover', pd.DataFrame()), params)
+    _failover(saved, out, data.get('failover', pd.DataFrame()), params)
+    return saved
 
 
-def _part1(out, p1):
+def _part1(saved, out, p1):
     """Part I: time against operations (ours and the seed's), time per operation."""
     if not len(p1):
         return
@@ -64,23 +67,25 @@ def _part1(out, p1):
                          'ms': r.seed_time_per_op_ms})
     df = pd.DataFrame(rows)
     fast = df[df['op'] != 'download']
-    figures.lines_over_time(
+    saved['part1_time_vs_operations'] = figures.lines_over_time(
         fast, 'total operations', 'total time (s)', 'op', out,
         'part1_time_vs_operations', 'Part I: register and search, time against '
         'concurrent operations', 'total operations (all clients)',
         'average total time per client (s)', style='series')
-    figures.lines_over_time(
-        df[df['op'] == 'download'], 'total operations', 'total time (s)', 'op',
-        out, 'part1_download_time_vs_operations',
-        'Part I: download, time against concurrent operations',
-        'total files downloaded (all clients)', 'average total time per client (s)',
-        style='series')
-    figures.lines_over_time(
+    downloads = df[df['op'] == 'download']
+    if len(downloads):
+        saved['part1_download_time_vs_operations'] = figures.lines_over_time(
+            downloads, 'total operations', 'total time (s)', 'op',
+            out, 'part1_download_time_vs_operations',
+            'Part I: download, time against concurrent operations',
+            'total files downloaded (all clients)', 'average total time per client (s)',
+            style='series')
+    saved['part1_time_per_operation'] = figures.lines_over_time(
         fast, 'clients', 'ms', 'op', out, 'part1_time_per_operation',
         'Part I: time per operation', 'concurrent clients', 'ms per operation', style='series')
 
 
-def _part2(out, data, params):
+def _part2(saved, out, data, params):
     """Part II: bytes/s per set against the link, and against file size beside the seed."""
     p2 = data.get('part2', pd.DataFrame())
     if not len(p2):
@@ -95,7 +100,7 @@ def _part2(out, data, params):
         bw = float(params.get('bw') or 0)
     except (TypeError, ValueError):
         bw = 0.0
-    figures.bars_with_spread(
+    saved['part2_bytes_per_s'] = figures.bars_with_spread(
         pts, 'set', 'MB/s per peer', out, 'part2_bytes_per_s',
         'Part II: download rate per peer by file size, %d peers' % many,
         'file set (size of each file)', 'MB/s per peer',
@@ -111,14 +116,14 @@ def _part2(out, data, params):
         rows.append({'log10 size': x, 'MB/s': r.seed_bytes_per_s / 1e6,
                      'series': 'seed (8 peers)'})
     if rows:
-        figures.lines_over_time(
+        saved['part2_bytes_per_s_vs_size'] = figures.lines_over_time(
             pd.DataFrame(rows), 'log10 size', 'MB/s', 'series', out,
             'part2_bytes_per_s_vs_size', 'Part II: bytes/s against file size, ours '
             'and the seed\'s', 'log10 of file size (bytes)', 'MB/s per peer',
             xlim_zero=False)
 
 
-def _failover(out, fo, params):
+def _failover(saved, out, fo, params):
     """Failover: time to recover per fault kind, each repetition a dot, against --timeout."""
     if not len(fo) or fo['recovery_ms'].isna().all():
         return
@@ -126,7 +131,7 @@ def _failover(out, fo, params):
         timeout_ms = 1000 * float(params.get('timeout'))
     except (TypeError, ValueError):
         timeout_ms = None
-    figures.bars_with_spread(
+    saved['failover_recovery'] = figures.bars_with_spread(
         fo.dropna(subset=['recovery_ms']).rename(columns={
             'recovery_ms': 'time to recover (ms)'}),
         'fault', 'time to recover (ms)', out, 'failover_recovery',

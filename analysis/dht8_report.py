@@ -180,9 +180,10 @@ def _part1(p1):
             _f(r.seed_time_per_op_ms, '%.3f'), _f(r.seed_over_ours, '%.1fx'),
             _f(r.bytes_per_s_per_client, '%.0f'), _f(r.failed, '%d'),
             _f(r.cpu_busy, '%.2f') + (' (CPU-bound)' if str(r.cpu_bound) == 'True' else '')))
-    return lines + ['', 'Figures: `figures/part1_time_vs_operations.png`, '
-                    '`figures/part1_download_time_vs_operations.png`, '
-                    '`figures/part1_time_per_operation.png`.', '']
+    names = ['part1_time_vs_operations'] + (
+        ['part1_download_time_vs_operations'] if (p1['variant'] == 'download').any()
+        else []) + ['part1_time_per_operation']
+    return lines + ['', 'Figures: %s.' % ', '.join('`figures/%s.png`' % n for n in names), '']
 
 
 def _ping(ping):

@@ -136,3 +136,19 @@ def test_every_analysis_module_stays_under_400_lines():
     long = {p.name: n for p in (REPO / 'analysis').glob('*.py')
             if (n := len(p.read_text().splitlines())) >= 400}
     assert not long
+
+
+def test_figures_draw_what_the_tables_say(run):
+    drawn = {name: saved.drawn for name, saved in dht8.build(run)['figures'].items()}
+    assert 'part1_download_time_vs_operations' not in drawn    # no download rows: no figure
+    per_op = drawn['part1_time_per_operation']
+    assert per_op.xlabel == 'concurrent clients' and per_op.ylabel == 'ms per operation'
+    ours, seed = per_op.get('ours: search', 'line'), per_op.get('seed: search', 'line')
+    assert (ours.x, ours.y) == ((2.0,), (2.0,))       # 2 clients, 8 ops in 0.008 s each
+    assert (seed.x, seed.y) == ((2.0,), (0.672,))     # the seed's row for 2 clients
+    fo = drawn['failover_recovery']
+    assert fo.get('mean ± sd', 'bars').x == ('cut', 'hang', 'kill')
+    assert fo.get('mean ± sd', 'bars').y == pytest.approx((20.0, 20.0, 20.0))
+    assert fo.get('client --timeout', 'reference').y == (1000.0,)
+    cap = drawn['capture_messages']
+    assert cap.get('repetitions', 'points').y == (4.0, 4.0)
