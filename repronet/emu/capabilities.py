@@ -125,7 +125,7 @@ def _namespace_probes():
     return found
 
 
-def _genl_family_exists(name):
+def genl_family_exists(name):
     """Ask generic netlink whether family `name` exists (may autoload its module)."""
     genl_id_ctrl, ctrl_cmd_getfamily, ctrl_attr_family_name = 0x10, 3, 2
     payload = name.encode() + b'\0'
@@ -191,7 +191,7 @@ def probe():
     found = _namespace_probes()
     return Capabilities(
         ovs_kernel=(os.path.isdir('/sys/module/openvswitch')
-                    or _genl_family_exists('ovs_datapath')),
+                    or genl_family_exists('ovs_datapath')),
         ovs_user=_ovs_user(),
         cgroup_cpu=_cgroup_cpu(),
         osken_manager=_osken_manager(),
