@@ -200,7 +200,8 @@ def names_file_tmp(names):
     return path
 
 
-def test_search_fails_over_to_replica_when_owner_dies(tmp_path, cluster):
+def test_search_fails_over_to_replica_when_owner_is_dead_before_it_starts(tmp_path, cluster):
+    """A dead owner before the searches (searches in flight at a kill: test_dht8.py)."""
     servers, sprocs = cluster(3, replicas=1)
     share = tmp_path / 'share'
     files = make_files(share, [10] * 60)
