@@ -156,3 +156,15 @@ def test_descriptions_are_not_keys(tmp_path):
     assert (loss.column, loss.mean_a, loss.mean_b) == ('pass', 1.0, 0.0)
     assert result.texts == {'targets': ['measured']} and not result.only_a
     assert 'text, not compared: targets.csv measured' in compare.format_comparison(result)
+
+
+def test_renamed_columns_are_named_not_silently_skipped(tmp_path):
+    # An old run analysed by an older analysis: failover_ms became recovery_ms.
+    a = make_run(tmp_path, 'a', {'failover': 'fault,failover_ms\nkill,2.5\n'})
+    b = make_run(tmp_path, 'b', {'failover': 'fault,recovery_ms\nkill,3.9\n'})
+    result = compare.compare(a, b)
+    assert result.columns_a == {'failover': ['failover_ms']}
+    assert result.columns_b == {'failover': ['recovery_ms']}
+    text = compare.format_comparison(result)
+    assert 'columns only in A, not compared: failover.csv failover_ms' in text
+    assert 'columns only in B, not compared: failover.csv recovery_ms' in text

@@ -88,6 +88,8 @@ class Comparison:
     only_b: dict
     param_diffs: dict   # param -> (A value, B value)
     texts: dict = dataclasses.field(default_factory=dict)   # table -> text result columns
+    columns_a: dict = dataclasses.field(default_factory=dict)   # table -> columns only in A
+    columns_b: dict = dataclasses.field(default_factory=dict)
 
 
 def _nan(x):
@@ -204,6 +206,10 @@ def compare(run_a, run_b):
                          if k != 'out' and params_a.get(k) != params_b.get(k)})
     for table in sorted(set(tables_a) & set(tables_b)):
         df_a, df_b = tables_a[table], tables_b[table]
+        for side, mine, other in (('a', df_a, df_b), ('b', df_b, df_a)):
+            alone = [c for c in mine.columns if c not in other.columns]
+            if alone:   # renamed or new columns (e.g. analysis of another version)
+                getattr(result, 'columns_' + side)[table] = alone
         keys, texts = key_columns(df_a, df_b, names)
         if texts:
             result.texts[table] = texts
@@ -251,6 +257,10 @@ def format_comparison(c):
                      _num(f.mean_b), _num(f.sd_b), str(f.n_b), _num(f.ratio), mark))
     for table, columns in sorted(c.texts.items()):
         lines.append('text, not compared: %s.csv %s' % (table, ', '.join(columns)))
+    for side, only in (('A', c.columns_a), ('B', c.columns_b)):
+        for table, columns in sorted(only.items()):
+            lines.append('columns only in %s, not compared: %s.csv %s'
+                         % (side, table, ', '.join(map(str, columns))))
     for side, only in (('A', c.only_a), ('B', c.only_b)):
         for table, keys in sorted(only.items()):
             what = 'the whole table' if keys == ['*'] else '%d key(s): %s' % (
