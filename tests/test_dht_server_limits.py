@@ -19,8 +19,10 @@ POPULAR = 'p' * MAX_NAME
 
 
 def longest_holder(i):
-    """The i-th holder address of the longest kind: a 253-byte host and a 5-digit port."""
-    host = ('%d.' % i).ljust(MAX_HOST, 'h')
+    """The i-th holder address of the longest kind: a 253-byte DNS name (labels of at most
+    63 bytes) and a 5-digit port."""
+    host = '.'.join([('h%d' % i).ljust(63, 'h'), 'h' * 63, 'h' * 63, 'h' * 61])
+    assert len(host) == MAX_HOST
     return '%s:%d' % (host, 60000 + i % 5000)
 
 

@@ -8,7 +8,8 @@ replies to requests by id and reports the reply deadline. `ClientOps` runs the o
 Register modes, as in the seed report:
 - batched ("optimized"): the N names are grouped by the servers that store them (owner,
   plus the next R servers with `--replicas R`) and each server gets one message, so N
-  files cost K messages for K servers (split only if a message would exceed the frame limit);
+  files cost K messages for K servers (split only if a message would exceed the frame limit
+  or the `server_core.MAX_NAMES` names a server takes in one message);
 - unbatched: one message per file per storing server.
 
 Writes go to all R + 1 servers of a key (write-all); a search asks the owner and, when the
@@ -20,6 +21,7 @@ dead server costs one timeout, not one per request.
 from collections import OrderedDict
 
 from . import codec
+from .server_core import MAX_NAMES
 
 
 class ClientCore:
@@ -49,7 +51,7 @@ class ClientCore:
             part, size = [], 0
             for name in group:
                 n = 2 + len(name.encode('utf-8'))
-                if part and size + n > budget:
+                if part and (size + n > budget or len(part) == MAX_NAMES):
                     out.append((server, tuple(part)))
                     part, size = [], 0
                 part.append(name)

@@ -90,10 +90,13 @@ class Driver:
         self.protos[act.conn] = self.loop.create_task(self._open(act.conn, act.addr))
 
     async def _open(self, conn, addr):
-        host, port = parse_addr(addr)
         try:
+            # A holder address comes from an index server's reply: a bad one (ValueError,
+            # UnicodeError from the name encoding) fails that holder now, like a refused
+            # connect, instead of ending this task and leaving the core to time out.
+            host, port = parse_addr(addr, port_zero=False)
             _, proto = await self.loop.create_connection(lambda: _Proto(self, conn), host, port)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             if self.protos.pop(conn, None) is not None:
                 self.core.connection_lost(conn, str(exc) or type(exc).__name__, self.now())
                 self.pump()

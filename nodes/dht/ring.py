@@ -13,6 +13,8 @@ server given the same `--servers` list (in any order) computes the same ring.
 
 import bisect
 import hashlib
+import ipaddress
+import re
 
 DEFAULT_VNODES = 100
 
@@ -80,18 +82,45 @@ def parse_servers(text):
 
 
 MAX_HOST = 253      # the longest DNS name (RFC 1035); an IP address is shorter
+_LABEL = re.compile(r'[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z')
 
 
-def parse_addr(text):
-    """Parse 'IP:PORT' into (host, port).
+def parse_addr(text, port_zero=True):
+    """Parse 'HOST:PORT' into (host, port); raise ValueError with one sentence if it is not.
 
-    The host is bounded because an index server stores and returns holder addresses: an
-    unbounded one would let a single REGISTER make every later SEARCH reply huge."""
+    HOST is an IPv4 or IPv6 literal (an IPv6 one may be bracketed) or a DNS host name
+    (RFC 1123: labels of letters, digits and inner hyphens, 253 bytes at most); PORT is
+    1..65535, or 0 ("any", for a listening address) unless `port_zero` is False. An index
+    server stores and returns holder addresses and clients connect to them, so anything
+    else (a NUL, a second colon, a 60 KB host) is refused where it enters, not where a
+    connect fails in some other way."""
     host, sep, port = text.rpartition(':')
-    if len(host.encode('utf-8', 'surrogatepass')) > MAX_HOST:
-        raise ValueError('address %r... has a host longer than %d bytes'
-                         % (text[:40], MAX_HOST))
-    if not sep or not host or not (port.isascii() and port.isdigit() and len(port) <= 5) \
-            or int(port) > 65535:
-        raise ValueError('address %r is not IP:PORT' % text[:100])
+    bracketed = host.startswith('[') and host.endswith(']')
+    if bracketed:
+        host = host[1:-1]
+    if not sep or not (port.isascii() and port.isdigit() and len(port) <= 5) \
+            or not (0 if port_zero else 1) <= int(port) <= 65535:
+        raise ValueError('address %r is not HOST:PORT with a port of %d to 65535'
+                         % (text[:60], 0 if port_zero else 1))
+    if not (_is_ip(host) and (':' in host or not bracketed)
+            or _is_hostname(host) and not bracketed):
+        raise ValueError('address %r has a host that is neither an IP address nor a DNS'
+                         ' host name' % text[:60])
     return host, int(port)
+
+
+def _is_ip(host):
+    """True for an IPv4 or IPv6 literal (no zone index)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return '%' not in host
+
+
+def _is_hostname(host):
+    """True for a DNS host name whose last label is not all digits (that would be a bad IP)."""
+    if not host.isascii() or len(host) > MAX_HOST:
+        return False
+    labels = host.split('.')
+    return all(_LABEL.match(label) for label in labels) and not labels[-1].isdigit()
