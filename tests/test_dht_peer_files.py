@@ -192,7 +192,8 @@ def test_the_catalog_refuses_fifos_and_symlinks_without_opening_through_them(tmp
     assert cat.names() == ['a']
     assert cat.open('fifo') is None and cat.open('link') is None
     size, digest, source = cat.open('a')
-    assert (size, digest, source.read()) == (3, sha(b'one'), b'one')
+    assert (size, digest, source.read()) == (3, None, b'one')     # not hashed yet
+    assert cat.digest(source) == sha(b'one')
     cat.close(source)
 
 
@@ -203,7 +204,7 @@ class CountingCatalog:
         self.files = files
         self.open_now = self.most = 0
 
-    def open(self, name):
+    def open(self, name, first=True):
         data = self.files.get(name)
         if data is None:
             return None
@@ -217,15 +218,19 @@ class CountingCatalog:
 
 def test_the_serving_core_counts_a_body_once_sent_and_a_short_one_as_failed():
     conn = transfer.ServeConnection(Files({'a': OTHER}))
-    _, send = conn.receive(codec.encode(codec.Get(1, 'a', 0)), 0.0)
+    head, send = conn.receive(codec.encode(codec.Get(1, 'a', 0)), 0.0)
     assert send == transfer.SendFile('a', 0, len(OTHER))
+    assert conn.counters['served'] == 0             # queued, not written yet
+    conn.written(head, 0.0)
     assert conn.counters['served'] == 1 and conn.counters['bytes'] == 0
-    assert conn.file_sent(send, len(OTHER)) == []
-    _, send = conn.receive(codec.encode(codec.Get(2, 'a', 100)), 0.0)
-    (close,) = conn.file_sent(send, 5)
+    assert conn.file_sent(send, len(OTHER), 0.0) == []
+    head, send = conn.receive(codec.encode(codec.Get(2, 'a', 100)), 0.0)
+    conn.written(head, 0.0)
+    (close,) = conn.file_sent(send, 5, 0.0)
     assert type(close) is transfer.Close and 'shrank' in close.reason
-    assert (conn.counters['sent'], conn.counters['failed'], conn.counters['bytes']) == \
-        (1, 1, len(OTHER) + 5)
+    c = conn.counters
+    assert (c['gets'], c['served'], c['sent'], c['failed'], c['failed_shrank'], c['bytes']) == \
+        (2, 2, 1, 1, 1, len(OTHER) + 5)
 
 
 def test_the_serving_core_holds_a_window_of_open_files_however_many_gets_arrive():

@@ -1,106 +1,82 @@
 """Peer file server: serves the files of a shared folder to other peers, many at once.
 
-    python -m nodes.dht.peer --name p1 --listen IP:PORT --share DIR
+    python -m nodes.dht.peer --name p1 --listen IP:PORT --share DIR [--max-connections N]
+        [--idle-timeout S] [--frame-timeout S] [--stall-timeout S]
 
-The catalog lists the regular files directly inside DIR and their SHA-256, computed once
-at start (and again for a file that changed). Each connection runs the
-`transfer.ServeConnection` core; a task per connection executes its actions in order:
-frames with `transport.write`, file bodies with `loop.sendfile` (zero-copy `sendfile(2)`),
-so one peer streams many downloads concurrently without copying data through Python.
+`catalog.Catalog` lists the regular files directly inside DIR and their SHA-256, hashed at
+start (and again for a file that changed) on worker threads: the event loop never waits for
+a disk read, so a GET of a changed file does not hold up the others. Each connection runs
+the `transfer.ServeConnection` core; a task per connection executes its actions in order:
+frames with `transport.write`, bodies with `loop.sendfile` (zero-copy `sendfile(2)`).
 
-A shared name is opened exactly once per GET, relative to the folder opened at start
-(`dir_fd`, so renaming or swapping DIR itself changes nothing), with O_NOFOLLOW (a symlink
-is refused, never followed out of the folder) and O_NONBLOCK (a FIFO cannot block the
-event loop; it is refused once `fstat` shows it is not a regular file). Digest, header and
-body all come from that one descriptor, so swapping the name afterwards cannot change what
-is sent. A body cut short because the file shrank closes the connection (the downloader
-resumes elsewhere) and counts as `failed`, not `sent`.
-SIGTERM or SIGINT: close every connection, log a `summary` record and exit 0.
+The core decides, this driver moves bytes and time: it arms one timer per connection at the
+core's `get_timer()` and closes when the core says so. Nothing in asyncio reports progress
+during a `sendfile`, so when a timer fires the driver asks the kernel how many bytes the
+downloader acknowledged (TCP_INFO) and tells the core if that moved: a slow reader keeps its
+transfer, one that stopped reading is closed after `--stall-timeout`. (Where TCP_INFO says
+nothing, every check counts as progress: only idle and frame timeouts then apply.)
+
+Descriptors are budgeted (`listener.fd_limits`): `--max-connections` (default a quarter of
+RLIMIT_NOFILE, at most 1000; more are closed at once, `refused_connections`) and an
+open-file budget from the rest, past which a GET gets ERROR "busy, try later"; one file per
+connection is kept for a connection that holds none (see `catalog.Catalog`).
+Per-connection error lines on stderr are rate-limited.
+
+SIGTERM or SIGINT: close every connection (their unfinished GETs count as
+`failed_shutdown`), log a `summary` record and exit 0. The handlers are installed before
+the start-up scan: a signal during it stops the scan, prints one line on stderr and a
+`summary` with "interrupted": true, and exits 1, as a client stopped before its operations.
 """
 
 import argparse
 import asyncio
-import hashlib
 import os
-import stat
+import signal
+import socket
+import struct
 import sys
+import threading
+import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from . import transfer
-from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
+from .catalog import Catalog
+from .common import JsonLog, error, nodelay
+from .listener import ErrorLines, Listener, fd_limits
 from .ring import parse_addr
-from .server_core import valid_name
 
-_HASH_BLOCK = 1024 * 1024
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+__all__ = ['Catalog', 'PeerServer', 'main']      # client.py lists a share with Catalog
 
-
-def sha256_fd(fd):
-    """Return the SHA-256 digest of an open file, read from its start."""
-    h = hashlib.sha256()
-    offset = 0
-    while True:
-        block = os.pread(fd, _HASH_BLOCK, offset)
-        if not block:
-            return h.digest()
-        h.update(block)
-        offset += len(block)
+_LINGER = 10.0          # seconds a closing connection may flush before it is aborted
+_HASH_THREADS = 2
+_BYTES_ACKED = struct.Struct('=Q')      # struct tcp_info: u64 tcpi_bytes_acked at byte 120
+_BYTES_ACKED_AT = 120
+_LINGER_RESET = struct.pack('ii', 1, 0)    # SO_LINGER on, 0 s: close(2) sends a reset
 
 
-class Catalog:
-    """The shared folder: name -> (size, sha256), refreshed when a file changes."""
-
-    def __init__(self, share):
-        self.share = os.path.abspath(share)
-        self._dir = os.open(self.share, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self._cache = {}
-
-    def names(self):
-        """Return the sorted names of the regular files in the folder."""
-        with os.scandir(self._dir) as it:
-            return sorted(e.name for e in it if e.is_file(follow_symlinks=False)
-                          and not e.name.startswith('.'))
-
-    def scan(self):
-        """Hash every file now (so the first download does not pay for it)."""
-        for name in self.names():
-            self.stat(name)
-        return len(self._cache)
-
-    def open(self, name):
-        """Return (size, sha256, open file) of a shared regular file, or None."""
-        if valid_name(name) or name.startswith('.'):
-            return None
+def reset(transport):
+    """Abort with a TCP reset: a plain close would leave the kernel holding the unsent bytes
+    (and the downloader's connection open) until a downloader that stopped reading reads."""
+    sock = transport.get_extra_info('socket')
+    if sock is not None:
         try:
-            fd = os.open(name, _OPEN_FLAGS, dir_fd=self._dir)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
         except OSError:
-            return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):       # a FIFO, a device, a directory
-                os.close(fd)
-                return None
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            hit = self._cache.get(name)
-            if hit is None or hit[0] != key:
-                hit = (key, sha256_fd(fd))
-                self._cache[name] = hit
-        except OSError:
-            os.close(fd)
-            return None
-        return st.st_size, hit[1], open(fd, 'rb', buffering=0)
+            pass
+    transport.abort()
 
-    def close(self, source):
-        """Close a file returned by open()."""
-        source.close()
 
-    def stat(self, name):
-        """Return (size, sha256) of a shared file, or None if it is not shared."""
-        opened = self.open(name)
-        if opened is None:
-            return None
-        self.close(opened[2])
-        return opened[:2]
+def tcp_bytes_acked(transport):
+    """Bytes of this connection the other side acknowledged (Linux TCP_INFO), or None."""
+    sock = transport.get_extra_info('socket')
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    except (AttributeError, OSError):
+        return None
+    if len(info) < _BYTES_ACKED_AT + _BYTES_ACKED.size:
+        return None
+    return _BYTES_ACKED.unpack_from(info, _BYTES_ACKED_AT)[0]
 
 
 class _ServeProtocol(asyncio.Protocol):
@@ -108,38 +84,51 @@ class _ServeProtocol(asyncio.Protocol):
 
     def __init__(self, node):
         self.node = node
-        self.core = transfer.ServeConnection(node.catalog)
+        self.core = transfer.ServeConnection(node.catalog, idle_timeout=node.idle_timeout,
+                                             frame_timeout=node.frame_timeout,
+                                             stall_timeout=node.stall_timeout, now=time.time())
         self.actions = deque()
         self.wake = asyncio.Event()         # actions arrived or the connection ended
-        self.writable = asyncio.Event()     # the transport's buffer is below its high mark
+        self.writable = asyncio.Event()     # the transport's buffer is empty
         self.writable.set()
         self.transport = None
         self.task = None
+        self.timer = None
+        self.timer_at = None
+        self.acked = None
         self.lost = False
 
     def connection_made(self, transport):
         self.transport = transport
         if self.node.closing:           # accepted just as the peer shuts down
-            self.node.protocols.discard(self)
             transport.abort()
             return
         nodelay(transport)
-        self.node.connections += 1
+        transport.set_write_buffer_limits(high=0)   # writable: nothing buffered (_send_file)
+        self.acked = tcp_bytes_acked(transport)
         self.task = asyncio.get_running_loop().create_task(self._run())
+        self.node.tasks.add(self.task)
+        self.task.add_done_callback(self.node.tasks.discard)
+        self._arm()
 
     def data_received(self, data):
-        self._take(self.core.receive(data, 0.0))
+        self._take(self.core.receive(data, time.time()))
 
     def connection_lost(self, exc):
         self.lost = True
         self.wake.set()
         self.writable.set()
+        self.node.protocols.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     def pause_writing(self):
         self.writable.clear()
 
     def resume_writing(self):
         self.writable.set()
+        self.core.progress(time.time())
 
     def _take(self, actions):
         """Queue a batch of the core's actions; read on only if no request waits in the core."""
@@ -151,6 +140,41 @@ class _ServeProtocol(asyncio.Protocol):
             self.transport.pause_reading()
         else:
             self.transport.resume_reading()
+        self._arm()
+
+    def _arm(self):
+        """Have _fire called at the core's next deadline (a timer set later is replaced)."""
+        when = self.core.get_timer()
+        if when is None or self.lost or (self.timer is not None and self.timer_at <= when):
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer_at = when
+        self.timer = asyncio.get_running_loop().call_later(max(0.0, when - time.time()),
+                                                           self._fire)
+
+    def _fire(self):
+        self.timer = None
+        now = time.time()
+        acked, self.acked = self.acked, tcp_bytes_acked(self.transport)
+        if self.core.output_paused and (acked is None or acked != self.acked):
+            self.core.progress(now)         # the downloader took bytes (or who knows)
+        for close in self.core.handle_timer(now):
+            self.node.lines.write('%s: closing the connection from %s: %s' % (
+                self.node.name, self.transport.get_extra_info('peername'), close.reason))
+            self.stop()
+            return
+        self._arm()
+
+    def stop(self):
+        """End the task (a sendfile to a downloader not reading would never end), then reset
+        the connection: nothing to flush to such a downloader. In that order: closing the
+        transport under a running sendfile makes asyncio 3.11 fail in its connection_lost."""
+        if self.task is None or self.task.done():
+            reset(self.transport)
+        else:
+            self.task.add_done_callback(lambda _: reset(self.transport))
+            self.task.cancel()
 
     async def _run(self):
         """Execute the core's actions in order, asking for the next batch when done."""
@@ -160,95 +184,166 @@ class _ServeProtocol(asyncio.Protocol):
                     await self.writable.wait()
                     if self.lost:
                         break
-                    self._take(self.core.resume_output(0.0))
+                    self._take(self.core.resume_output(time.time()))
                     if not self.actions:
                         self.wake.clear()
                         await self.wake.wait()
                         continue
                 action = self.actions.popleft()
-                if type(action) is transfer.SendFrame:
+                kind = type(action)
+                if kind is transfer.SendFrame:
                     self.transport.write(action.data)
-                elif type(action) is transfer.SendFile:
+                    self.core.written(action, time.time())
+                elif kind is transfer.HashFile:
+                    self.actions.extendleft(reversed(await self._hash(action)))
+                    self._arm()
+                elif kind is transfer.SendFile:
                     if not await self._send_file(action):
                         break
                 else:
-                    self.transport.close()
+                    self._close(action.reason)
                     break
         except (OSError, RuntimeError) as exc:
-            self.node.failed_sends += 1
-            error('%s: send to %s failed: %s' % (self.node.name,
-                                                 self.transport.get_extra_info('peername'), exc))
+            if not self.node.closing:       # else the peer cut it: nothing to report
+                self.node.lines.write('%s: send to %s failed: %s' % (
+                    self.node.name, self.transport.get_extra_info('peername'), exc))
             self.transport.abort()
         finally:
             for action in self.actions:
-                if type(action) is transfer.SendFile:
+                if type(action) in (transfer.SendFile, transfer.HashFile):
                     self.node.catalog.close(action.source)
             self.actions.clear()
-            self.node.protocols.discard(self)
+            self.core.closed('shutdown' if self.node.closing else 'lost', time.time())
             for k, v in self.core.counters.items():
-                self.node.totals[k] = self.node.totals.get(k, 0) + v
+                self.node.totals[k] += v
+
+    async def _hash(self, action):
+        """The core's actions once the file of a HashFile is hashed on a worker thread."""
+        done = self.node.digest(action.source)
+        try:
+            digest = await asyncio.shield(done)
+        except asyncio.CancelledError:      # the thread may still read the file: close after
+            done.add_done_callback(lambda _: self.node.catalog.close(action.source))
+            raise
+        return self.core.hashed(action, digest, time.time())
 
     async def _send_file(self, action):
         """Send one body from the file the header described; False if the connection ends."""
         try:
+            # loop.sendfile first waits for the buffer to empty, in a wait that asyncio 3.11
+            # cannot cancel cleanly (connection_lost then fails on it): wait here instead.
+            await self.writable.wait()
+            if self.lost:
+                return False
             sent = await asyncio.get_running_loop().sendfile(
                 self.transport, action.source, action.offset, action.count)
         finally:
             self.node.catalog.close(action.source)
-        for close in self.core.file_sent(action, sent):
-            error('%s: %s; closing the connection to %s' % (
-                self.node.name, close.reason, self.transport.get_extra_info('peername')))
-            self.transport.close()
+        for close in self.core.file_sent(action, sent, time.time()):
+            self._close(close.reason)
             return False
         return True
+
+    def _close(self, reason):
+        """Close as the core said: flush what is written, but not for longer than _LINGER."""
+        self.node.lines.write('%s: closing the connection from %s: %s' % (
+            self.node.name, self.transport.get_extra_info('peername'), reason))
+        self.transport.close()
+        asyncio.get_running_loop().call_later(_LINGER, reset, self.transport)
 
 
 class PeerServer:
     """The asyncio side of one peer's file server."""
 
-    def __init__(self, name, share, log=None):
+    def __init__(self, name, share, log=None, max_connections=None,
+                 idle_timeout=transfer.IDLE_TIMEOUT, frame_timeout=transfer.FRAME_TIMEOUT,
+                 stall_timeout=transfer.STALL_TIMEOUT):
         self.name = name
-        self.catalog = Catalog(share)
+        self.max_connections, max_open = fd_limits(max_connections, transfer.WINDOW, 1)
+        self.catalog = Catalog(share, max_open, kept=self.max_connections)
         self.log = log or JsonLog()
+        self.idle_timeout = idle_timeout
+        self.frame_timeout = frame_timeout
+        self.stall_timeout = stall_timeout
+        self.lines = ErrorLines()
+        self.listener = Listener(self._connect, self._room, self.lines, name)
         self.connections = 0
-        self.failed_sends = 0
-        self.totals = {}
-        self.server = None
+        self.totals = dict.fromkeys(transfer.COUNTERS, 0)
         self.protocols = set()          # open connections, closed at shutdown
+        self.tasks = set()              # their action tasks, until each has counted
         self.closing = False
+        self.halt = threading.Event()   # stops hashing threads at shutdown
+        self._pool = ThreadPoolExecutor(_HASH_THREADS, thread_name_prefix='hash')
+        self._hashing = {}              # file version -> future digest (one hash per version)
+
+    async def scan(self):
+        """Hash every shared file on a worker thread; return how many have their digest."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.catalog.scan,
+                                                                self.halt)
+
+    def digest(self, source):
+        """A future of the SHA-256 of source's version of its file, hashed on a worker thread
+        (once, however many connections ask meanwhile); None if it could not be read."""
+        done = self._hashing.get(source.key)
+        if done is None:
+            done = asyncio.wrap_future(self._pool.submit(self.catalog.digest, source, self.halt))
+            self._hashing[source.key] = done
+            done.add_done_callback(lambda f: self._hashed(source, f))
+        return done
+
+    def _hashed(self, source, done):
+        self._hashing.pop(source.key, None)
+        if not done.cancelled() and done.exception() is None and done.result() is not None:
+            self.catalog.remember(source, done.result())
+
+    def loop_error(self, loop, context):
+        """The event loop's exception handler: one rate-limited line, not a traceback."""
+        exc = context.get('exception')
+        self.lines.write('%s: %s%s' % (self.name, context.get('message'),
+                                       ': %r' % exc if exc is not None else ''))
 
     async def start(self, host, port):
         """Start listening; return the bound (host, port)."""
-        loop = asyncio.get_running_loop()
+        return await self.listener.start(host, port)
 
-        def factory():
-            proto = _ServeProtocol(self)
-            self.protocols.add(proto)
-            return proto
-        self.server = await loop.create_server(factory, host, port, reuse_address=True,
-                                               backlog=1024)
-        return self.server.sockets[0].getsockname()[:2]
+    def _room(self):
+        return not self.closing and len(self.protocols) < self.max_connections
+
+    def _connect(self, sock):
+        proto = _ServeProtocol(self)
+        self.protocols.add(proto)
+        self.connections += 1
+        task = asyncio.get_running_loop().create_task(self._attach(proto, sock))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _attach(self, proto, sock):
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: proto, sock)
+        except OSError:
+            self.protocols.discard(proto)
+            sock.close()
 
     async def close(self):
-        """Stop listening, drop open connections, wait for their tasks and the server."""
+        """Stop listening and hashing, drop open connections, wait until all have counted."""
         self.closing = True
-        if self.server is None:
-            return
-        self.server.close()
+        self.halt.set()
+        self.listener.close()
         for proto in list(self.protocols):
             if proto.transport is not None:
-                proto.transport.abort()
-            if proto.task is not None:
-                proto.task.cancel()     # a sendfile to a client that stopped reading never ends
-        tasks = [p.task for p in self.protocols if p.task is not None]
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        await self.server.wait_closed()
+                proto.stop()
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, *self._hashing.values(), return_exceptions=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.lines.flush()
 
     def summary(self):
-        """Return the counters of this peer."""
+        """Return the counters of this peer (see transfer.py for what each GET ends as)."""
         c = dict(self.totals)
-        c.update(connections=self.connections, failed_sends=self.failed_sends)
+        c.update(connections=self.connections, refused_connections=self.listener.refused,
+                 accept_errors=self.listener.accept_errors,
+                 error_lines_left_out=self.lines.left_out)
         return c
 
 
@@ -259,28 +354,64 @@ def parse_args(argv):
     p.add_argument('--name', required=True)
     p.add_argument('--listen', required=True, help='IP:PORT of this peer\'s file server')
     p.add_argument('--share', required=True, help='folder whose files this peer serves')
+    p.add_argument('--max-connections', type=int, default=None,
+                   help='connections served at once (default: RLIMIT_NOFILE / 4, at most 1000)')
+    p.add_argument('--idle-timeout', type=float, default=transfer.IDLE_TIMEOUT,
+                   help='close a connection with no traffic for this long (s)')
+    p.add_argument('--frame-timeout', type=float, default=transfer.FRAME_TIMEOUT,
+                   help='close a connection whose request frame stays incomplete this long (s)')
+    p.add_argument('--stall-timeout', type=float, default=transfer.STALL_TIMEOUT,
+                   help='close a connection whose downloader takes no output this long (s)')
     args = p.parse_args(argv)
     try:
         args.listen = parse_addr(args.listen)
+        fd_limits(args.max_connections, transfer.WINDOW, 1)
     except ValueError as exc:
         p.error(str(exc))
+    if min(args.idle_timeout, args.frame_timeout, args.stall_timeout) <= 0:
+        p.error('--idle-timeout, --frame-timeout and --stall-timeout must be positive')
     if not os.path.isdir(args.share):
         p.error('--share %s is not a directory' % args.share)
     return args
 
 
-async def _main(args):
-    """Run until SIGTERM/SIGINT."""
-    log = JsonLog()
-    node = PeerServer(args.name, args.share, log)
-    files = node.catalog.scan()
-    await serve_until_stopped(node, args.listen, log, name=args.name, files=files)
+async def _main(args, log):
+    """Scan, serve until SIGTERM/SIGINT; return the exit status."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    node = PeerServer(args.name, args.share, log, args.max_connections, args.idle_timeout,
+                      args.frame_timeout, args.stall_timeout)
+    loop.set_exception_handler(node.loop_error)
+    scan = asyncio.ensure_future(node.scan())
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait((scan, stopped), return_when=asyncio.FIRST_COMPLETED)
+    if stop.is_set():
+        node.halt.set()
+        files = await scan
+        await node.close()
+        error('%s: stopped during the start-up scan, with %d files hashed' % (args.name, files))
+        log.write('summary', flush=True, name=args.name, interrupted=True, **node.summary())
+        return 1
+    host, port = await node.start(*args.listen)
+    log.write('ready', flush=True, listen='%s:%d' % (host, port), name=args.name,
+              files=scan.result(), max_connections=node.max_connections,
+              max_open_files=node.catalog.max_open)
+    await stopped
+    await node.close()
+    log.write('summary', flush=True, name=args.name, **node.summary())
+    return 0
 
 
 def main(argv=None):
-    """Entry point."""
+    """Entry point; an OSError (address in use, unreadable folder) is one line and status 1."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    return run_main('peer', args.name, _main(args))
+    try:
+        return asyncio.run(_main(args, JsonLog()))
+    except OSError as exc:
+        error('peer %s: %s' % (args.name, exc))
+        return 1
 
 
 if __name__ == '__main__':
