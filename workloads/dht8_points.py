@@ -39,6 +39,7 @@ import signal
 import sys
 import time
 
+from nodes.dht.server_core import MAX_ENTRIES
 from repronet.emu.process import LogReady
 from workloads import dht_files
 
@@ -143,13 +144,20 @@ class Point:
                 self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
                 shutil.rmtree(self.scratch, ignore_errors=True)
 
+    def _max_entries(self):
+        """The index size a server may need: Part III's centralized server holds every
+        peer's every file (times the replicas); dht8_plan checked that memory holds it."""
+        files = max([self.params.files] + [count for _, count in dht_files.PART2_SETS.values()])
+        return max(MAX_ENTRIES, self.params.peers * files * (1 + self.point['replicas']))
+
     def _run(self):
         """The steps of run(); nodes are stopped and faults undone by run()."""
         ctx, point = self.ctx, self.point
         servers = self.start_all([(s, '%s-server-%s' % (self.tag, s), [
             sys.executable, '-m', 'nodes.dht.server', '--name', s, '--listen',
             '%s:%d' % (ctx.host(s).IP(), INDEX_PORT), '--servers', self.server_arg,
-            '--replicas', point['replicas']]) for s in self.servers])
+            '--replicas', point['replicas'], '--max-entries', self._max_entries()])
+            for s in self.servers])
         sources = sorted(set(self.source.values()))
         if self.op != 'register':
             self._setup_register(sources)
