@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from nodes.dht import codec, transfer
+from nodes.dht import codec, download_core, transfer
 
 CONTENT = random.Random(4).randbytes(100000)
 
@@ -47,31 +47,31 @@ def fetch(d, files, **kw):
 
 
 def test_download_whole_file_and_verify():
-    d = transfer.Download('a', ['h1:1'])
+    d = download_core.Download('a', ['h1:1'])
     assert fetch(d, {'a': CONTENT}) == CONTENT and d.done and d.size == len(CONTENT)
 
 
 def test_empty_file():
-    d = transfer.Download('e', ['h1:1'])
+    d = download_core.Download('e', ['h1:1'])
     assert fetch(d, {'e': b''}) == b'' and d.done
 
 
 def test_digest_mismatch_is_detected():
-    d = transfer.Download('a', ['h1:1'])
-    with pytest.raises(transfer.DownloadError, match='SHA-256 mismatch'):
+    d = download_core.Download('a', ['h1:1'])
+    with pytest.raises(download_core.DownloadError, match='SHA-256 mismatch'):
         fetch(d, {'a': CONTENT}, corrupt=True)
     assert not d.done
 
 
 def test_missing_file_is_a_clear_error():
-    d = transfer.Download('nope', ['h1:1'])
-    with pytest.raises(transfer.DownloadError, match='no such file'):
+    d = download_core.Download('nope', ['h1:1'])
+    with pytest.raises(download_core.DownloadError, match='no such file'):
         fetch(d, {'a': CONTENT})
 
 
 def test_resume_from_second_holder():
     files = {'a': CONTENT}
-    d = transfer.Download('a', ['h1:1', 'h2:1'])
+    d = download_core.Download('a', ['h1:1', 'h2:1'])
     part = fetch(d, files, cut=40000)          # h1 vanishes after 40000 bytes of the stream
     assert not d.done and d.received == len(part) > 0
     assert d.holder_failed('connection closed') == 'h2:1'
@@ -81,16 +81,16 @@ def test_resume_from_second_holder():
 
 
 def test_resume_refuses_a_different_file():
-    d = transfer.Download('a', ['h1:1', 'h2:1'])
+    d = download_core.Download('a', ['h1:1', 'h2:1'])
     fetch(d, {'a': CONTENT}, cut=5000)
     d.holder_failed('gone')
-    with pytest.raises(transfer.DownloadError, match='different'):
+    with pytest.raises(download_core.DownloadError, match='different'):
         fetch(d, {'a': CONTENT[:-1] + b'!'})
 
 
 def test_corrupt_holder_then_good_holder_restarts_from_zero():
-    d = transfer.Download('a', ['bad:1', 'good:1'])
-    with pytest.raises(transfer.DownloadError):
+    d = download_core.Download('a', ['bad:1', 'good:1'])
+    with pytest.raises(download_core.DownloadError):
         fetch(d, {'a': CONTENT}, corrupt=True)
     d.holder_failed('digest mismatch')
     assert d.received == 0
@@ -110,5 +110,5 @@ def test_serving_core_rejects_bad_requests_and_keeps_going():
 
 
 def test_no_holder():
-    with pytest.raises(transfer.DownloadError):
-        transfer.Download('a', [])
+    with pytest.raises(download_core.DownloadError):
+        download_core.Download('a', [])

@@ -6,19 +6,26 @@ names; peers register their shared folders, search, and download peer-to-peer).
 Modules
     codec        wire protocol v1: length-prefixed frames, message table, incremental decoder
     ring         consistent hashing with virtual nodes; owner + next R distinct servers
-    server_core  index store interface + REGISTER/UNREGISTER/SEARCH handling
-    client_core  batching by owner, request window (Channel), search failover (Lookup)
-    transfer     peer file transfer: GET name+offset, FILE header (size, sha256), raw bytes,
-                 resume from another holder, digest check
+    server_core  index store interface + REGISTER/UNREGISTER/SEARCH handling, with bounds
+                 (holders per name, entries per server, names per frame) and timers (idle,
+                 frame progress)
+    client_core  batching by owner, request window (Channel)
+    client_ops_core  every decision of a client (failover, fan-out, timeouts, resume)
+    transfer     the serving side of a peer: GET name+offset -> FILE header (size, sha256) +
+                 raw bytes, a window of open files, timers (idle, frame, stall)
+    download_core    the fetching side: one file across holders, resume, digest check
+    catalog      the peer's shared folder: open once (O_NOFOLLOW), digests cached
+    listener     accepting within a descriptor budget; error lines that cannot flood
     server.py, peer.py, client.py   asyncio drivers (the processes below)
     connections  the client's asyncio protocols (index connection, holder connection)
     common       JSON-lines log, TCP_NODELAY, signals, the stdin `go` barrier
-    bench_localhost.py              localhost benchmark against the seed's numbers
 
 Command lines (contract with topologies/dht8.py; changes are announced here)
     python -m nodes.dht.server --name s1 --listen IP:PORT --servers s1=IP:PORT,s2=IP:PORT,...
-        [--replicas R] [--vnodes 100] [--max-frame BYTES]
-    python -m nodes.dht.peer --name p1 --listen IP:PORT --share DIR
+        [--replicas R] [--vnodes 100] [--max-frame BYTES] [--max-entries N]
+        [--max-connections N]
+    python -m nodes.dht.peer --name p1 --listen IP:PORT --share DIR [--max-connections N]
+        [--idle-timeout S] [--frame-timeout S] [--stall-timeout S]
     python -m nodes.dht.client --name c1 --servers s1=IP:PORT,... [--replicas R]
         --op register|unregister|search|download [--batch | --no-batch]
         [--share DIR --advertise IP:PORT] [--names FILE] [--downloads DIR]
@@ -27,7 +34,8 @@ Command lines (contract with topologies/dht8.py; changes are announced here)
     Every process: stdout is JSON lines, each record with `t` (wall clock, s) and `event`;
     stderr has human-readable errors. Servers and peers print {"event": "ready", ...} once
     listening (port 0 allowed: the record's `listen` has the bound address) and, on SIGTERM
-    or SIGINT, a {"event": "summary", ...} record of counters, then exit 0.
+    or SIGINT, a {"event": "summary", ...} record of counters, then exit 0 (a peer stopped
+    while it still scans its folder, before ready: one line, a summary, exit 1).
 
     Client: connects to every server first; with --barrier prints {"event": "ready"} and
     waits for a line `go` on stdin, so the timed part excludes process start and connection

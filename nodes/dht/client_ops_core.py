@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from . import codec
 from .client_core import Channel, ChannelError
 from .server_core import valid_name
-from .transfer import Download, DownloadError
+from .download_core import Download, DownloadError
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,6 @@ import argparse
 import asyncio
 import os
 import signal
-import socket
-import struct
 import sys
 import threading
 import time
@@ -43,42 +41,13 @@ from concurrent.futures import ThreadPoolExecutor
 from . import transfer
 from .catalog import Catalog
 from .common import JsonLog, error, nodelay
-from .listener import ErrorLines, Listener, fd_limits
+from .listener import ErrorLines, Listener, fd_limits, reset, tcp_bytes_acked
 from .ring import parse_addr
 
 __all__ = ['Catalog', 'PeerServer', 'main']      # client.py lists a share with Catalog
 
 _LINGER = 10.0          # seconds a closing connection may flush before it is aborted
 _HASH_THREADS = 2
-_BYTES_ACKED = struct.Struct('=Q')      # struct tcp_info: u64 tcpi_bytes_acked at byte 120
-_BYTES_ACKED_AT = 120
-_LINGER_RESET = struct.pack('ii', 1, 0)    # SO_LINGER on, 0 s: close(2) sends a reset
-
-
-def reset(transport):
-    """Abort with a TCP reset: a plain close would leave the kernel holding the unsent bytes
-    (and the downloader's connection open) until a downloader that stopped reading reads."""
-    sock = transport.get_extra_info('socket')
-    if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-        except OSError:
-            pass
-    transport.abort()
-
-
-def tcp_bytes_acked(transport):
-    """Bytes of this connection the other side acknowledged (Linux TCP_INFO), or None."""
-    sock = transport.get_extra_info('socket')
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-    except (AttributeError, OSError):
-        return None
-    if len(info) < _BYTES_ACKED_AT + _BYTES_ACKED.size:
-        return None
-    return _BYTES_ACKED.unpack_from(info, _BYTES_ACKED_AT)[0]
-
-
 class _ServeProtocol(asyncio.Protocol):
     """One downloader connection."""
 
