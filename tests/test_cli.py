@@ -12,19 +12,20 @@ import time
 import pytest
 
 from repronet.run import leftovers
+from tests import nobody
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
 
 
 def repronet(*args, cwd=None, user=None, timeout=120):
     """Run `python -P -m repronet ARGS` from this checkout (as user 'nobody' if asked)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE='1')
+    repo = REPO
     argv = [sys.executable, '-P', '-m', 'repronet'] + list(args)
     if user == 'nobody':
         if os.geteuid() != 0:
             pytest.skip('running as another user needs root')
-        argv = NOBODY + argv
+        argv, repo = nobody.AS_NOBODY + argv, nobody.checkout()
+    env = dict(os.environ, PYTHONPATH=str(repo), PYTHONDONTWRITEBYTECODE='1')
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd or '/',
                           env=env, timeout=timeout)
 
@@ -32,9 +33,10 @@ def repronet(*args, cwd=None, user=None, timeout=120):
 def script(name, *args, user=None):
     """Run topologies/NAME.py ARGS directly, the way the README says."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
-    argv = [sys.executable, str(REPO / 'topologies' / (name + '.py'))] + list(args)
+    repo = nobody.checkout() if user == 'nobody' else REPO
+    argv = [sys.executable, str(repo / 'topologies' / (name + '.py'))] + list(args)
     if user == 'nobody':
-        argv = NOBODY + argv
+        argv = nobody.AS_NOBODY + argv
     return subprocess.run(argv, capture_output=True, text=True, cwd='/', env=env,
                           timeout=120)
 

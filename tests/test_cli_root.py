@@ -14,9 +14,9 @@ import time
 import pytest
 
 from repronet.run import leftovers, namespaces
+from tests import nobody
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups']
 
 # A real experiment whose point never ends on its own: delayed links (so linkdelay daemons
 # run), a tracked node process, and a process started in the background of a host shell,
@@ -57,9 +57,11 @@ if __name__ == '__main__':
 
 def repronet(*args, user=None, timeout=300):
     """Run this checkout's `python -P -m repronet ARGS`."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE='1')
+    repo = nobody.checkout() if user == 'nobody' else REPO
+    env = dict(os.environ, PYTHONPATH=str(repo), PYTHONDONTWRITEBYTECODE='1')
     argv = [sys.executable, '-P', '-m', 'repronet'] + list(args)
-    return subprocess.run((NOBODY if user == 'nobody' else []) + argv, capture_output=True,
+    return subprocess.run((nobody.AS_NOBODY if user == 'nobody' else []) + argv,
+                          capture_output=True,
                           text=True, cwd='/', env=env, timeout=timeout)
 
 

@@ -13,6 +13,7 @@ import pytest
 from analysis import dht8 as analysis
 from repronet.run.options import UsageError
 from topologies import dht8              # imports Mininet's Topo: a missing Mininet fails
+from tests import nobody
 from workloads import dht8_points, dht_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -137,12 +138,11 @@ def test_main_refuses_bad_flags_before_the_lock_and_the_results_folder(tmp_path)
     out = tmp_path / 'run'
     # As an unprivileged user: were the check missing, the run would stop at "needs root"
     # (exit 1) instead of building a network for a trillion files.
-    drop = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups'] if (
-        os.geteuid() == 0) else []
+    drop = nobody.AS_NOBODY if os.geteuid() == 0 else []
     proc = subprocess.run(drop + [sys.executable, 'topologies/dht8.py', '--files',
                                   '1000000000000', '--out', str(out), '--workdir',
                                   str(tmp_path / 'w')],
-                          cwd=REPO, capture_output=True, text=True, timeout=60,
+                          cwd=nobody.checkout(), capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE='1'))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [

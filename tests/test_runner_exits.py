@@ -16,6 +16,7 @@ import time
 import pytest
 
 from repronet.run.results import read_manifest
+from tests import nobody
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -217,10 +218,10 @@ def test_bad_out_is_one_sentence_and_writes_nothing(tmp_path):
 
 
 def test_dry_run_lists_points_time_and_needs_no_root(tmp_path):
-    env = dict(os.environ, PYTHONPATH=REPO)
+    env = dict(os.environ, PYTHONPATH=str(nobody.checkout()))
     argv = ['/usr/bin/python3', '-c', textwrap.dedent(TINY), '--mode', 'keep', '--dry-run']
     if os.geteuid() == 0:
-        argv = ['setpriv', '--reuid', 'nobody', '--regid', 'nogroup', '--clear-groups'] + argv
+        argv = nobody.AS_NOBODY + argv
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60,
                          cwd='/')
     assert out.returncode == 0, out.stderr
