@@ -69,7 +69,7 @@ def tables(run_dir):
     data = {'clients': pd.DataFrame(clients), 'points': pts}
     none = pd.DataFrame()
     data['part1'] = part1_table(pts) if len(pts) else none
-    data['part2'] = part2_table(pts, _sizes(manifest), _number(params.get('bw'))) \
+    data['part2'] = part2_table(pts, _sizes(manifest), inputs.number(params.get('bw'))) \
         if len(pts) else none
     data['part3'] = part3_table(pts) if len(pts) else none
     data['ping'] = ping_table(pts) if len(pts) else none
@@ -86,14 +86,6 @@ def _sizes(manifest):
     sizes = {k: inputs.as_dict(inputs.as_dict(v).get('spec')).get('size')
              for k, v in inputs.as_dict(manifest.get('filesets')).items()}
     return {k: v for k, v in sizes.items() if inputs.is_number(v)}
-
-
-def _number(value):
-    """Return value as a float, or 0 when it is not a number."""
-    try:
-        return float(value or 0)
-    except (TypeError, ValueError):
-        return 0.0
 
 
 def build(run_dir):

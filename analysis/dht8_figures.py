@@ -13,6 +13,7 @@ import math
 import pandas as pd
 
 from analysis import figures
+from analysis.inputs import number
 from analysis.dht8_report import nan
 from analysis.dht8_seed import SIZE_LABELS
 
@@ -96,10 +97,7 @@ def _part2(saved, out, data, params):
     letter = pts['fileset'].str[-1]
     pts['set'] = letter + ' ' + letter.map(lambda s: SIZE_LABELS.get(s, '?'))
     pts['MB/s per peer'] = pts['bytes_per_s_per_client'] / 1e6
-    try:
-        bw = float(params.get('bw') or 0)
-    except (TypeError, ValueError):
-        bw = 0.0
+    bw = number(params.get('bw'))
     saved['part2_bytes_per_s'] = figures.bars_with_spread(
         pts, 'set', 'MB/s per peer', out, 'part2_bytes_per_s',
         'Part II: download rate per peer by file size, %d peers' % many,
@@ -127,10 +125,8 @@ def _failover(saved, out, fo, params):
     """Failover: time to recover per fault kind, each repetition a dot, against --timeout."""
     if not len(fo) or fo['recovery_ms'].isna().all():
         return
-    try:
-        timeout_ms = 1000 * float(params.get('timeout'))
-    except (TypeError, ValueError):
-        timeout_ms = None
+    timeout = number(params.get('timeout'), None)
+    timeout_ms = None if timeout is None else 1000 * timeout
     saved['failover_recovery'] = figures.bars_with_spread(
         fo.dropna(subset=['recovery_ms']).rename(columns={
             'recovery_ms': 'time to recover (ms)'}),

@@ -20,7 +20,7 @@ for history) and how long the clients took to route around it.
 
 import math
 
-from analysis.inputs import as_dict, is_number
+from analysis.inputs import as_dict, is_number, number
 from repronet.run import cpu
 
 SUMMARY_FIELDS = ('count', 'ok', 'failed', 'elapsed', 'bytes')
@@ -258,17 +258,17 @@ def capture_rows(inputs, point, clients, hosts):
             missing += 1
             continue
         summary = found[-1]
-        drops += _number(summary.get('kernel_drops'))
-        gaps += _number(summary.get('gaps'))
-        errors += _number(summary.get('decode_errors'))
+        drops += number(summary.get('kernel_drops'))
+        gaps += number(summary.get('gaps'))
+        errors += number(summary.get('decode_errors'))
         for ip, c in summary['clients'].items():
             d = per_peer.get(by_ip.get(ip, ip))
             if d is None or not isinstance(c, dict):
                 continue
-            d['register_messages'] += _number(as_dict(c.get('messages_to')).get('REGISTER'))
-            d['names'] += _number(c.get('names_to'))
+            d['register_messages'] += number(as_dict(c.get('messages_to')).get('REGISTER'))
+            d['names'] += number(c.get('names_to'))
             for k in counters:
-                d[k] += _number(c.get(k))
+                d[k] += number(c.get(k))
     if missing:
         inputs.missing('capture summary missing for %d of %d captures in point %d' % (
             missing, len(captures), point['point']), point=point['point'], count=missing)
@@ -286,11 +286,6 @@ def capture_rows(inputs, point, clients, hosts):
                          kernel_drops=drops, gaps=gaps, decode_errors=errors,
                          missing_captures=missing))
     return rows
-
-
-def _number(value):
-    """Return value if it is a JSON number, else 0 (a counter a log did not give)."""
-    return value if is_number(value) else 0
 
 
 def linkdelay_rows(inputs):

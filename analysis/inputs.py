@@ -47,6 +47,11 @@ def is_number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def number(value, default=0):
+    """Return value if it is a JSON number, else default (a field a log or manifest lacks)."""
+    return value if is_number(value) else default
+
+
 def read_manifest(run_dir):
     """Return the manifest of run_dir as a dict; raise InputError when it cannot serve."""
     path = pathlib.Path(run_dir) / 'manifest.json'
