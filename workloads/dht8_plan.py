@@ -13,6 +13,7 @@ import pathlib
 
 from repronet.emu.linkemu_params import BW_MAX_MBIT, LinkEmulationError, parse_time_ms
 from repronet.run.options import UsageError, check_range
+from repronet.run.results import writable_ancestor
 from workloads import dht_files
 from workloads.dht8_points import PING_SEARCHES
 
@@ -68,25 +69,11 @@ def check_flags(params, parts):
 
 def check_resources(params, values):
     """Check that --workdir can be made and that the points (values) fit memory and disk."""
-    folder = _writable_ancestor(params.workdir)
+    folder, problem = writable_ancestor(params.workdir, '--workdir')
+    if problem:
+        raise UsageError(problem)
     _check_memory(params)
     _check_disk(params, values, folder)
-
-
-def _writable_ancestor(workdir):
-    """Return the existing folder --workdir will be made in; UsageError if it cannot."""
-    if not workdir or not str(workdir).strip():
-        raise UsageError('--workdir must name a folder')
-    path = pathlib.Path(workdir).absolute()
-    probe = path
-    while not os.path.lexists(probe):
-        probe = probe.parent
-    if not probe.is_dir():
-        raise UsageError('--workdir %s cannot be a folder: %s is a file' % (workdir, probe))
-    if not os.access(probe, os.W_OK | os.X_OK) or (
-            os.statvfs(probe).f_flag & os.ST_RDONLY):
-        raise UsageError('--workdir %s: %s is not writable' % (workdir, probe))
-    return probe
 
 
 def _check_memory(params):

@@ -95,26 +95,36 @@ class FolderError(RuntimeError):
     """The results folder cannot be made where --out says (one sentence)."""
 
 
+def writable_ancestor(path, flag):
+    """Return (the existing folder path will be made in, None), or (None, why not) in one
+    sentence naming flag: an empty name, a file on the way, a folder we cannot write."""
+    if not str(path).strip():
+        return None, '%s must name a folder, not an empty string' % flag
+    probe = pathlib.Path(path).absolute()
+    while not os.path.lexists(probe):
+        probe = probe.parent
+    if not probe.is_dir():
+        return None, '%s %s cannot be a folder: %s is not a folder (it is a file)' % (
+            flag, path, probe)
+    if not os.access(probe, os.W_OK | os.X_OK) or os.statvfs(probe).f_flag & os.ST_RDONLY:
+        return None, '%s %s: %s is not writable' % (flag, path, probe)
+    return probe, None
+
+
 def out_problem(out):
     """Return why --out cannot hold a new run (one sentence), or None.
 
     Checked before the machine lock, so a typo costs nothing: an empty name
     would write the run into the current folder, a file or a read-only place
     would fail only after the network was built."""
-    if not str(out).strip():
-        return '--out must name a folder, not an empty string'
+    probe, problem = writable_ancestor(out, '--out')
+    if problem:
+        return problem
     path = pathlib.Path(out).absolute()
     if (path / 'manifest.json').exists():
         return '--out %s already holds a run (manifest.json exists); choose another' % out
-    probe = path
-    while not os.path.lexists(probe):
-        probe = probe.parent
-    if not probe.is_dir():
-        return '--out %s cannot be a folder: %s is not a folder' % (out, probe)
     if probe == path and any(path.iterdir()) and not (path / 'logs').is_dir():
         return '--out %s is a folder that holds other files; choose a new or empty one' % out
-    if not os.access(probe, os.W_OK | os.X_OK) or os.statvfs(probe).f_flag & os.ST_RDONLY:
-        return '--out %s: %s is not writable' % (out, probe)
     return None
 
 
