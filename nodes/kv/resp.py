@@ -101,45 +101,43 @@ class RequestParser:
             if count == 0:
                 pos = nl + 2
                 continue
-            args = self._elements(buf, pos, nl + 2, count)
-            if args is None:
-                return None
+            # The elements, inline (this loop is the hot path of every request).
+            start = pos
+            limit = start + self._limit
+            p = nl + 2
+            args = []
+            for _ in range(count):
+                if p >= end:
+                    return self._incomplete(buf, start, p - start + 1)
+                if buf[p] != 36:                        # '$'
+                    raise ProtocolError("Protocol error: expected '$', got '%s'"
+                                        % chr(buf[p]).encode('unicode_escape').decode())
+                nl = buf.find(b'\r\n', p, p + _HEADER_MAX)
+                if nl < 0:
+                    if end - p >= _HEADER_MAX:
+                        raise ProtocolError('Protocol error: too big bulk count string')
+                    return self._incomplete(buf, start, end - start + 1)
+                head = buf[p + 1:nl]
+                if not head.isdigit():
+                    raise ProtocolError('Protocol error: invalid bulk length')
+                p = nl + 2 + int(head)
+                if p + 2 > limit:
+                    raise ProtocolError('Protocol error: invalid bulk length (the request '
+                                        'would exceed %d bytes)' % self._limit)
+                if p + 2 > end:
+                    return self._incomplete(buf, start, p + 2 - start)
+                if buf[p] != 13 or buf[p + 1] != 10:
+                    raise ProtocolError('Protocol error: expected CRLF after a bulk string')
+                args.append(buf[nl + 2:p])
+                p += 2
+            if p >= end:
+                self._buf, self._pos = b'', 0
+            else:
+                self._pos = p
+            self._need = 0
             return args
         self._done(buf, pos)
         return None
-
-    def _elements(self, buf, start, p, count):
-        """The `count` bulk strings of the command at `start`, or None (incomplete)."""
-        end = len(buf)
-        limit = start + self._limit
-        args = []
-        append = args.append
-        for _ in range(count):
-            if p >= end:
-                return self._incomplete(buf, start, p - start + 1)
-            if buf[p] != 36:                            # '$'
-                raise ProtocolError("Protocol error: expected '$', got '%s'"
-                                    % chr(buf[p]).encode('unicode_escape').decode())
-            nl = buf.find(b'\r\n', p, p + _HEADER_MAX)
-            if nl < 0:
-                if end - p >= _HEADER_MAX:
-                    raise ProtocolError('Protocol error: too big bulk count string')
-                return self._incomplete(buf, start, end - start + 1)
-            head = buf[p + 1:nl]
-            if not head.isdigit():
-                raise ProtocolError('Protocol error: invalid bulk length')
-            e = nl + 2 + int(head)
-            if e + 2 > limit:
-                raise ProtocolError('Protocol error: invalid bulk length (the request would '
-                                    'exceed %d bytes)' % self._limit)
-            if e + 2 > end:
-                return self._incomplete(buf, start, e + 2 - start)
-            if buf[e] != 13 or buf[e + 1] != 10:
-                raise ProtocolError('Protocol error: expected CRLF after a bulk string')
-            append(buf[nl + 2:e])
-            p = e + 2
-        self._done(buf, p)
-        return args
 
     def _incomplete(self, buf, start, need):
         """Keep the partial command at `start`; raise if it cannot fit the limit."""
