@@ -103,7 +103,7 @@ def test_a_command_at_the_limit_is_accepted():
 
 
 def test_hiredis_would_accept_what_the_parser_refuses():
-    """Why the parser is not hiredis.Reader (see the module docstring): keep this true or revisit."""
+    """Why the parser is not hiredis.Reader (see resp.py): if this changes, revisit."""
     r = hiredis.Reader()
     r.feed(b'*1\r\n$3\r\nabcXY')
     assert r.gets() == [b'abc']
@@ -158,7 +158,8 @@ def test_encoders():
     assert resp.integer(-3) == b':-3\r\n'
     assert resp.simple('OK') == resp.OK
     assert resp.error('ERR bad\r\nthing') == b'-ERR bad  thing\r\n'
-    assert resp.array([b'a', 1, None, [b'b']]) == b'*4\r\n$1\r\na\r\n:1\r\n$-1\r\n*1\r\n$1\r\nb\r\n'
+    assert resp.array([b'a', 1, None, [b'b']]) == \
+        b'*4\r\n$1\r\na\r\n:1\r\n$-1\r\n*1\r\n$1\r\nb\r\n'
     r = hiredis.Reader()
     r.feed(resp.array([b'x', [2, None]]))
     assert r.gets() == [b'x', [2, None]]

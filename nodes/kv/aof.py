@@ -1,7 +1,8 @@
 """The append-only log: record encoding and recovery of the key directory from a log file.
 
-The log is the persistent storage (Bitcask-like, Sheehy and Smith 2010): every write command appends
-one record, and at start-up the key directory is rebuilt by scanning the log from byte 0. Record::
+The log is the persistent storage (Bitcask-like, Sheehy and Smith 2010): every write command
+appends one record, and at start-up the key directory is rebuilt by scanning the log from byte 0.
+Record::
 
     MAGIC (1 byte, 0xA5) | crc32(payload) (4, big-endian) | len(payload) (4, big-endian) | payload
     payload = op (b'S' set, b'D' del, b'F' flushall) | len(key) (4, big-endian) | key | value
@@ -98,8 +99,9 @@ def recover(chunks, storage='memory', max_payload=DEFAULT_MAX_PAYLOAD):
                 problem = 'record at byte %d has a bad magic byte (0x%02x)' % (at, magic)
                 break
             if plen < 1 or plen > max_payload:
-                problem = ('record at byte %d declares a %d-byte payload, outside 1..%d (a corrupt '
-                           'length, or a log written with larger limits)' % (at, plen, max_payload))
+                problem = ('record at byte %d declares a %d-byte payload, outside 1..%d (a '
+                           'corrupt length, or a log written with larger limits)'
+                           % (at, plen, max_payload))
                 break
             end = pos + HEADER.size + plen
             if end > len(buf):

@@ -1,17 +1,18 @@
 """Bounded caches in front of the key directory: FIFO, LRU and LFU, each O(1) per operation.
 
-Seed 003 compares the three policies at 10, 50 and 100 entries, so the eviction order is part of the
-experiment and is specified exactly here (tests/test_kv_cache.py checks it by hand and against
+Seed 003 compares the three policies at 10, 50 and 100 entries, so the eviction order is part of
+the experiment and is specified exactly here (tests/test_kv_cache.py checks it by hand and against
 naive reference models):
 
 FIFO  evicts the entry inserted longest ago. Reads do not reorder; writing a key that is already
       cached replaces its value and keeps its place in the queue.
 LRU   evicts the entry used longest ago. A read hit and a write of a cached key both count as a use
       (the entry becomes the most recent).
-LFU   evicts the entry with the fewest uses; among equals, the one used longest ago. Insertion counts
-      as the first use (frequency 1); a read hit or a write of a cached key adds one.
-      Frequency buckets are ordered dicts (oldest use first) with a pointer to the lowest frequency,
-      so every operation is O(1) (the constant-time LFU of Shah, Mitra and Matani, 2010).
+LFU   evicts the entry with the fewest uses; among equals, the one used longest ago.
+      Insertion counts as the first use (frequency 1); a read hit or a write of a cached key
+      adds one. Frequency buckets are ordered dicts (oldest use first) with a pointer to the
+      lowest frequency, so every operation is O(1) (the constant-time LFU of Shah, Mitra and
+      Matani, 2010).
 
 Every policy: `get(key)` returns the value or None and counts a hit or a miss; `put(key, value)`
 inserts or updates, evicting (and counting) one entry when a new key finds the cache full;

@@ -1,7 +1,7 @@
 """Sans-I/O core of the KV node: connections in, RESP replies and log records out.
 
-The driver (nodes/kv/server.py) owns sockets, the log file and the clock; this module owns everything
-else, so the same core runs under asyncio, in tests and in a simulator::
+The driver (nodes/kv/server.py) owns sockets, the log file and the clock; this module owns
+everything else, so the same core runs under asyncio, in tests and in a simulator::
 
     core = KVCore(KVConfig(...), recovery=aof.recover(...), read=pread)
     conn = core.connect(now)
@@ -173,7 +173,7 @@ class KVCore:
             self._cache.clear()
 
     def _read_value(self, offset, length):
-        """A value in the log, from the pending buffer or the driver's read; raises LogReadError."""
+        """A value in the log (pending buffer or the driver's read); raises LogReadError."""
         rel = offset - self._pending_start
         if rel >= 0:
             return bytes(self._pending[rel:rel + length])

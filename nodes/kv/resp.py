@@ -4,19 +4,20 @@ Requests come in two forms, as Redis accepts them (https://redis.io/docs/referen
 the multibulk form ``*N\\r\\n`` followed by N bulk strings ``$L\\r\\n<L bytes>\\r\\n`` (every real
 client), and the inline form, one line split on spaces (a person typing into telnet).
 
-Why this parser is written here rather than taken from hiredis: ``hiredis.Reader`` parses *replies*.
-In the Debian build (1.0.1) it accepts a bulk string without its CRLF (``$3\\r\\nabcXY``), lengths
-written as ``$03`` or ``$+3``, nested arrays and ``+``/``:`` elements, raises SystemError for ``*-5``,
-and cannot say where one command ends. The server needs the command boundaries to recognise inline
-commands and to bound memory, so it would have to scan the headers anyway; after that scan, taking
-the elements out is one slice each. The scan costs about 1 us per command (hiredis 0.3 us).
+Why this parser is written here rather than taken from hiredis: ``hiredis.Reader`` parses
+*replies*. In the Debian build (1.0.1) it accepts a bulk string without its CRLF
+(``$3\\r\\nabcXY``), lengths written as ``$03`` or ``$+3``, nested arrays and ``+``/``:`` elements,
+raises SystemError for ``*-5``, and cannot say where one command ends. The server needs the command
+boundaries to recognise inline commands and to bound memory, so it would have to scan the headers
+anyway; after that scan, taking the elements out is one slice each. The scan costs about 1 us per
+command (hiredis 0.3 us).
 
 Bounds (every one is checked before the bytes it describes are buffered): a command, headers
-included, may not exceed ``max_request_bytes``; a declared bulk length larger than that, an argument
-count above ``max_args``, a count/length header longer than 32 bytes or an inline line longer than
-64 KiB raise ``ProtocolError``. After `get` returns None the parser holds at most
-``max_request_bytes`` bytes. A ProtocolError leaves the stream unusable: Redis replies
-``-ERR Protocol error: ...`` and closes the connection, and so does the core.
+included, may not exceed ``max_request_bytes``; a declared bulk length larger than that, an
+argument count above ``max_args``, a count/length header longer than 32 bytes or an inline line
+longer than 64 KiB raise ``ProtocolError``. After `get` returns None the parser holds at most
+``max_request_bytes`` bytes. A ProtocolError leaves the stream unusable: Redis replies ``-ERR
+Protocol error: ...`` and closes the connection, and so does the core.
 """
 
 _HEADER_MAX = 32            # '*'/'$' plus up to 31 characters before the CRLF
@@ -55,7 +56,7 @@ class RequestParser:
             self._waiting += len(data)
 
     def get(self):
-        """The next complete command as a list of bytes, None if incomplete; raises ProtocolError."""
+        """The next complete command (list of bytes) or None; raises ProtocolError."""
         buf, pos = self._buf, self._pos
         if self._waiting:
             if len(buf) - pos + self._waiting < self._need:
