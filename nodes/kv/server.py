@@ -1,0 +1,299 @@
+"""KV node process: the asyncio driver around `core.KVCore`, speaking RESP2 on TCP.
+
+    python -m nodes.kv.server [--host 127.0.0.1] [--port 6379] [--log PATH]
+        [--appendfsync always|everysec|no] [--cache lru|lfu|fifo|none] [--cache-size N]
+        [--storage memory|log] [--max-key-bytes N] [--max-value-bytes N] [--max-keys N]
+        [--max-connections N] [--max-pending-bytes N] [--idle-timeout S]
+        [--loop auto|uvloop|asyncio] [--profile PATH]
+
+Stdout is JSON lines (`nodes.dht.common.JsonLog`): ``recovery`` when the log had a bad
+tail, ``ready`` once listening (with the real port, the event loop and what was
+recovered), ``summary`` (the core's `info()` and this driver's counters) after SIGTERM or
+SIGINT, then exit 0. Bad arguments are one sentence on stderr and exit 2, before anything
+is opened or bound; a log or socket that cannot be opened is one sentence and exit 1, as is
+a log that can no longer be written or synced (see `durable`).
+
+The core decides; this driver moves bytes, time and log records. `KVServer` owns the
+listener, the core and the log file (`durable`: recovery at start-up, appends, the
+``appendfsync`` policy with group commit); each client is a `connection.ClientProtocol`,
+which also keeps that client's memory bounded (input slices, a high-water mark of unsent
+replies, ``--max-pending-bytes``, ``--max-connections``, ``--idle-timeout``). Unlike
+Redis's default timeout of 0, an idle client is closed after 300 s by default, so a
+client that stopped reading does not hold its buffers forever.
+
+``--profile PATH`` runs the process under cProfile and dumps the stats at exit, the way to
+see where the CPU goes (``python3 -m pstats PATH``).
+"""
+
+import argparse
+import asyncio
+import cProfile
+import os
+import resource
+import sys
+
+if __package__ in (None, ''):       # run as nodes/kv/server.py: make the repo importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+
+from nodes.dht.common import JsonLog, error, stop_event_on_signals  # noqa: E402
+from nodes.kv import durable  # noqa: E402
+from nodes.kv.connection import HIGH_WATER, ClientProtocol, slice_bytes  # noqa: E402
+from nodes.kv.core import KVConfig, KVCore  # noqa: E402
+
+MAX_PENDING_BYTES = 64 << 20    # unsent replies per client before it is closed
+IDLE_TIMEOUT = 300.0
+
+
+def default_max_connections():
+    """The open-file limit less a reserve for the log, stdio and the loop, at most 10000."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return 10000 if soft == resource.RLIM_INFINITY else max(1, min(10000, soft - 32))
+
+
+class KVServer:
+    """The asyncio side of one KV node: listener, clients, log file and fsync policy."""
+
+    def __init__(self, cfg, loop, log=None, recovery=None, appendfsync='everysec',
+                 max_connections=None, max_pending=MAX_PENDING_BYTES,
+                 idle_timeout=IDLE_TIMEOUT):
+        read = log.read if log is not None and cfg.storage == 'log' else None
+        self.core = KVCore(cfg, recovery=recovery, read=read)
+        self.loop = loop
+        self.log = log
+        self.appendfsync = appendfsync
+        self.max_connections = max_connections or default_max_connections()
+        self.max_pending = max_pending
+        self.high_water = min(HIGH_WATER, max_pending // 2)
+        self.slice = slice_bytes(max_pending, cfg.max_value_bytes)
+        self.idle_timeout = idle_timeout
+        self.counters = dict(rejected_connections=0, slow_closed=0,
+                             idle_closed=0, closed_by_core=0)
+        self.clients = set()
+        self.waiting = set()            # clients holding replies until an fdatasync
+        self.closing = False
+        self.failure = None             # why the log cannot be trusted any more
+        self.stop = None
+        self.server = None
+        self._bad_lines = 0
+        self.syncer = None
+        if log is not None:
+            self.syncer = durable.Syncer(log, appendfsync, loop, self._synced, self.fail)
+
+    def log_written(self):
+        """Append the core's new log records; return the log end the replies must wait
+        for (appendfsync always) or None."""
+        data = self.core.take_log()
+        if self.log is None or not data:
+            return None
+        if self.failure is not None:
+            return float('inf')         # never acknowledged: the log is not trusted
+        try:
+            self.log.append(data)
+        except OSError as exc:
+            self.fail('cannot write the log file %s: %s' % (self.log.path, exc))
+            return float('inf')
+        self.syncer.written()
+        return self.log.end if self.appendfsync == 'always' else None
+
+    def fail(self, reason):
+        """The log cannot be made durable: say so once and stop the server (exit 1)."""
+        if self.failure is None:
+            self.failure = reason
+            error(reason)
+            if self.stop is not None:
+                self.stop.set()
+
+    def bad_client(self, transport, why):
+        """One stderr line about a client closed for misbehaving (the first 20 only)."""
+        self._bad_lines += 1
+        if self._bad_lines <= 20:
+            error('closing client %s: %s' % (transport.get_extra_info('peername'), why))
+
+    def _synced(self, synced):
+        for client in list(self.waiting):
+            client.release(synced)
+
+    async def start(self, host, port):
+        """Start listening; return the bound (host, port)."""
+        self.server = await self.loop.create_server(lambda: ClientProtocol(self), host, port,
+                                                    reuse_address=True, backlog=511)
+        return self.server.sockets[0].getsockname()[:2]
+
+    async def close(self):
+        """Stop listening, drop every client, sync and close the log."""
+        self.closing = True
+        if self.server is not None:
+            self.server.close()
+        for client in list(self.clients):
+            client.transport.abort()
+        if self.server is not None:
+            await self.server.wait_closed()
+        try:
+            if self.syncer is not None:
+                await self.syncer.close()
+        except OSError as exc:
+            self.fail('cannot fdatasync the log file %s: %s' % (self.log.path, exc))
+        if self.log is not None:
+            self.log.close()
+
+    def summary(self):
+        """The core's counters and this driver's."""
+        info = dict(self.core.info())
+        info.update(self.counters)
+        if self.syncer is not None:
+            info.update(appendfsync=self.appendfsync, fsyncs=self.syncer.fsyncs,
+                        log_file_bytes=self.log.end)
+        return info
+
+
+def _count(low):
+    """argparse type: an integer of at least low."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError('%r is not an integer' % text) from None
+        if value < low:
+            raise argparse.ArgumentTypeError('%d is below %d' % (value, low))
+        return value
+    return parse
+
+
+def _seconds(text):
+    """argparse type: seconds, a number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError('%r is not a number of seconds' % text) from None
+    if not value >= 0 or value == float('inf'):
+        raise argparse.ArgumentTypeError('%r is not a number of seconds >= 0' % text)
+    return value
+
+
+def _file_arg(p, flag, path):
+    """Error unless path can be created or opened for writing as a regular file."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        p.error('%s %s: folder %s does not exist' % (flag, path, parent))
+    if os.path.exists(path):
+        if not os.path.isfile(path):
+            p.error('%s %s: not a regular file' % (flag, path))
+        if not os.access(path, os.R_OK | os.W_OK):
+            p.error('%s %s: not readable and writable by this user' % (flag, path))
+    elif not os.access(parent, os.W_OK | os.X_OK):
+        p.error('%s %s: cannot create files in %s' % (flag, path, parent))
+
+
+def parse_args(argv):
+    """Parse and check the command line (exit 2 with one sentence on an error)."""
+    p = argparse.ArgumentParser(prog='python -m nodes.kv.server',
+                                description=__doc__.split('\n')[0])
+    p.add_argument('--host', default='127.0.0.1', help='address to listen on')
+    p.add_argument('--port', type=_count(0), default=6379, help='TCP port (0: any free one)')
+    p.add_argument('--log', metavar='PATH', help='append-only file (default: no persistence)')
+    p.add_argument('--appendfsync', choices=durable.POLICIES, default='everysec')
+    p.add_argument('--cache', choices=('lru', 'lfu', 'fifo', 'none'), default='lru')
+    p.add_argument('--cache-size', type=_count(0), default=100, metavar='N',
+                   help='entries in the cache (0: none)')
+    p.add_argument('--storage', choices=('memory', 'log'), default='memory',
+                   help="where values live: in memory, or read back from --log")
+    p.add_argument('--max-key-bytes', type=_count(1), default=512, metavar='N')
+    p.add_argument('--max-value-bytes', type=_count(0), default=1 << 20, metavar='N')
+    p.add_argument('--max-keys', type=_count(1), default=1_000_000, metavar='N')
+    p.add_argument('--max-connections', type=_count(1), default=None, metavar='N',
+                   help='clients served at once (default: open-file limit less 32, '
+                   'at most 10000)')
+    p.add_argument('--max-pending-bytes', type=_count(1024), default=MAX_PENDING_BYTES,
+                   metavar='N', help='unsent replies per client before it is closed')
+    p.add_argument('--idle-timeout', type=_seconds, default=IDLE_TIMEOUT, metavar='S',
+                   help='close a client silent this long (0: never)')
+    p.add_argument('--loop', choices=('auto', 'uvloop', 'asyncio'), default='auto')
+    p.add_argument('--profile', metavar='PATH', help='dump cProfile stats here at exit')
+    args = p.parse_args(argv)
+    if args.port > 65535:
+        p.error('--port %d is above 65535' % args.port)
+    if args.storage == 'log' and not args.log:
+        p.error('--storage log needs --log PATH (values are read back from that file)')
+    for flag, path in (('--log', args.log), ('--profile', args.profile)):
+        if path:
+            _file_arg(p, flag, path)
+    args.loop_factory, args.loop_name = _pick_loop(p, args.loop)
+    try:
+        args.config = KVConfig(cache_policy=args.cache, cache_size=args.cache_size,
+                               storage=args.storage, max_key_bytes=args.max_key_bytes,
+                               max_value_bytes=args.max_value_bytes, max_keys=args.max_keys,
+                               append_log=bool(args.log))
+    except (TypeError, ValueError) as exc:
+        p.error(str(exc))
+    return args
+
+
+def _pick_loop(p, choice):
+    """(loop factory, name) for --loop; uvloop when importable unless asked otherwise."""
+    if choice != 'asyncio':
+        try:
+            import uvloop
+            return uvloop.new_event_loop, 'uvloop'
+        except ImportError:
+            if choice == 'uvloop':
+                p.error('--loop uvloop: the uvloop module is not installed')
+    return asyncio.new_event_loop, 'asyncio'
+
+
+async def _main(args, out):
+    """Recover the log, serve until SIGTERM/SIGINT, return the exit status."""
+    loop = asyncio.get_running_loop()
+    stop = stop_event_on_signals(loop)
+    log = recovery = None
+    recovered = {}
+    if args.log:
+        log = durable.AppendLog(args.log)
+        log.open()
+        recovery, bad_tail = log.recover(args.storage, args.config.max_payload())
+        recovered = dict(records=recovery.records, valid_bytes=recovery.valid_bytes,
+                         total_bytes=recovery.total_bytes, problem=recovery.problem,
+                         bad_tail=bad_tail)
+        if bad_tail is not None:
+            error('log file %s: %s; kept its first %d bytes, moved the other %d to %s'
+                  % (args.log, recovery.problem or 'bytes after the last record',
+                     recovery.valid_bytes, recovery.total_bytes - recovery.valid_bytes,
+                     bad_tail))
+            out.write('recovery', flush=True, **recovered)
+    node = KVServer(args.config, loop, log, recovery, args.appendfsync,
+                    args.max_connections, args.max_pending_bytes, args.idle_timeout)
+    node.stop = stop
+    try:
+        host, port = await node.start(args.host, args.port)
+        recovered['keys'] = node.core.info().get('keys')
+        out.write('ready', flush=True, host=host, port=port, loop=args.loop_name,
+                  pid=os.getpid(), appendfsync=args.appendfsync if log else None,
+                  storage=args.storage, cache=args.cache, cache_size=args.cache_size,
+                  recovered=recovered)
+        await stop.wait()
+    finally:
+        await node.close()
+    out.write('summary', flush=True, loop=args.loop_name, **node.summary())
+    return 1 if node.failure is not None else 0
+
+
+def main(argv=None):
+    """Entry point: exit 0 after a signal, 1 when the log or socket fails, 2 on bad args."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    profile = cProfile.Profile() if args.profile else None
+    if profile is not None:
+        profile.enable()
+    try:
+        with asyncio.Runner(loop_factory=args.loop_factory) as runner:
+            return runner.run(_main(args, JsonLog()))
+    except (OSError, durable.LogInUse) as exc:
+        error('kv server: %s' % exc)
+        return 1
+    finally:
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(args.profile)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
