@@ -190,51 +190,63 @@ def test_idle_client_is_closed():
         assert summary['idle_closed'] == 1
 
 
-def _flood(port, payload, stop):
-    """Send payload without ever reading, until the server stops taking it or stop is set."""
+def _flood(port, payload, stalled, stop):
+    """Send payload without ever reading until all is sent or the server stops taking it
+    (stalled is set then); close once stop is set."""
     c = Client(port, timeout=0.5)
     sent = 0
     try:
-        while sent < len(payload) and not stop.is_set():
+        while sent < len(payload):
             try:
                 sent += c.sock.send(payload[sent:sent + 65536])
             except OSError:
                 break           # the server paused reading (timeout) or closed us
-    finally:
+        stalled.set()
         stop.wait(60)
-        c.close()
-    return sent
-
-
-def test_slow_reader_flood_is_bounded(server):
-    setup = Client(server.port)
-    assert setup.ask(command('SET', 'k', 'x' * 100)) == [b'OK']
-    before = server.rss_kb()
-    stop = threading.Event()
-    flood = threading.Thread(target=_flood, args=(server.port, command('GET', 'k') * 100_000,
-                                                  stop))
-    flood.start()
-    try:
-        for i in range(200):        # another client, served all along
-            assert_serves(server.port, b'bystander%d' % (i % 5))
-        after = server.rss_kb()
     finally:
-        stop.set()
-        flood.join(70)
-    print('server RSS before %d kB, during a 100K-GET slow-reader flood %d kB' % (before, after))
-    assert after - before < 64 * 1024
-    assert setup.ask(command('GET', 'k')) == [b'x' * 100]
+        stalled.set()
+        c.close()
+
+
+def _start_flood(port, payload):
+    """Run _flood on a thread; return (thread, stalled, stop)."""
+    stalled, stop = threading.Event(), threading.Event()
+    thread = threading.Thread(target=_flood, args=(port, payload, stalled, stop))
+    thread.start()
+    return thread, stalled, stop
+
+
+def test_slow_reader_flood_is_bounded():
+    # 100K GETs of a 2 kB value are 200 MB of replies: only pausing the reader keeps them
+    # out of the server's memory (--max-pending-bytes is set above that, to not close it).
+    with KVProc('--max-pending-bytes', 256 << 20) as server:
+        setup = Client(server.port)
+        assert setup.ask(command('SET', 'k', 'x' * 2000)) == [b'OK']
+        before = server.rss_kb()
+        flood, stalled, stop = _start_flood(server.port, command('GET', 'k') * 100_000)
+        try:
+            assert stalled.wait(60)
+            for i in range(200):        # another client, served all along
+                assert_serves(server.port, b'bystander%d' % (i % 5))
+            after = server.rss_kb()
+        finally:
+            stop.set()
+            flood.join(70)
+        print('server RSS before %d kB, during a slow-reader flood of 100K GETs %d kB'
+              % (before, after))
+        assert after - before < 64 * 1024
+        assert setup.ask(command('GET', 'k')) == [b'x' * 2000]
+        summary, _ = server.stop()
+        assert summary['slow_closed'] == 0
 
 
 def test_client_over_max_pending_bytes_is_closed():
     with KVProc('--max-pending-bytes', 1 << 20, '--max-value-bytes', 1 << 20) as proc:
         setup = Client(proc.port)
         assert setup.ask(command('SET', 'big', 'x' * (1 << 20))) == [b'OK']
-        stop = threading.Event()
-        flood = threading.Thread(target=_flood, args=(proc.port, command('GET', 'big') * 200,
-                                                      stop))
-        flood.start()
+        flood, stalled, stop = _start_flood(proc.port, command('GET', 'big') * 200)
         try:
+            assert stalled.wait(60)
             assert_serves(proc.port)
         finally:
             stop.set()

@@ -92,12 +92,19 @@ class ClientProtocol(asyncio.Protocol):
     def data_received(self, data):
         if self.conn is None:
             return
-        self.last_active = self.node.loop.time()
-        if self.pos < len(self.backlog):
+        node = self.node
+        self.last_active = node.loop.time()
+        if self.backlog:
             self.backlog = self.backlog[self.pos:] + data
-        else:
+            self.pos = 0
+        elif len(data) > node.slice or self.out_paused or self.close_after \
+                or self.held_bytes > node.high_water:
             self.backlog = data
-        self.pos = 0
+        else:                           # the common case: one slice, room to answer
+            self._deliver(self.conn.receive(data, time.time()))
+            if self.held_bytes > node.high_water:
+                self._pause()
+            return
         self._feed()
 
     def eof_received(self):
