@@ -251,3 +251,12 @@ def test_bad_config_is_refused(cfg):
 def test_log_storage_needs_a_reader():
     with pytest.raises(ValueError, match='read'):
         KVCore(KVConfig(storage='log'))
+
+
+def test_info_names_the_cache_while_it_is_empty():
+    # an empty cache object has len 0; INFO must still report its policy and counters
+    core, c = connect(cache_policy='lfu', cache_size=5)
+    ask(c, 'GET', 'missing')        # a miss that inserts nothing: the cache stays empty
+    i = core.info()
+    assert (i['cache_policy'], i['cache_size'], i['cache_misses']) == ('lfu', 5, 1)
+    assert 'cache_policy:lfu' in ask(c, 'INFO', 'cache').decode()

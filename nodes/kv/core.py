@@ -128,14 +128,15 @@ class KVCore:
         """Counters and settings, for the driver's summary line and tests."""
         c = self._cache
         return {'keys': len(self._keydir),
-                'cache_hits': c.hits if c else 0, 'cache_misses': c.misses if c else 0,
-                'cache_evictions': c.evictions if c else 0,
+                'cache_hits': c.hits if c is not None else 0,
+                'cache_misses': c.misses if c is not None else 0,
+                'cache_evictions': c.evictions if c is not None else 0,
                 'keyspace_hits': self.keyspace_hits, 'keyspace_misses': self.keyspace_misses,
                 'commands': self.commands, 'connections': self.connections,
                 'connections_total': self.connections_total, 'rejected': self.rejected,
                 'log_bytes': self._log_end(), 'storage': self.cfg.storage,
-                'cache_policy': self.cfg.cache_policy if c else 'none',
-                'cache_size': c.capacity if c else 0}
+                'cache_policy': self.cfg.cache_policy if c is not None else 'none',
+                'cache_size': c.capacity if c is not None else 0}
 
     # Storage (used by commands.py).
     def _log_end(self):
