@@ -22,6 +22,7 @@ PACKAGES=(
     python3-os-ken python3-scapy python3-numpy python3-pandas python3-matplotlib
     python3-seaborn python3-pytest python3-pytest-timeout python3-hypothesis
     python3-setuptools python3-pip
+    redis-server redis-tools python3-redis python3-hiredis python3-uvloop
     python-is-python3
     iperf3 iptables ethtool bridge-utils cgroup-tools iproute2 iputils-ping procps psmisc
     kmod util-linux tcpdump git
