@@ -1,0 +1,56 @@
+"""Statistics every experiment's analysis shares: percentiles and the CPU verdict per point.
+
+The runner samples the machine's CPU (``logs/cpu.jsonl``, ``repronet.run.cpu``) and judges a
+whole run; an analysis judges each point by the same rule over that point's timed part
+(:func:`cpu_window`), so a table can mark the points whose figures the CPU, not the system
+under test, limited.
+"""
+
+import math
+
+from analysis.inputs import as_dict, is_number
+from repronet.run import cpu
+
+
+def percentile(values, q):
+    """Return the q-quantile of sorted values (nearest rank), or None."""
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
+
+
+def cpu_bar(manifest):
+    """Return (busy threshold, over fraction) the run's CPU verdict used.
+
+    The manifest's CPU summary records them; a folder without one is judged by the
+    constants of ``repronet.run.cpu``, the one place they are defined."""
+    summary = as_dict(manifest.get('cpu'))
+    threshold, fraction = summary.get('threshold'), summary.get('max_over_fraction')
+    return (threshold if is_number(threshold) else cpu.THRESHOLD,
+            fraction if is_number(fraction) else cpu.MAX_OVER_FRACTION)
+
+
+def read_cpu(inputs, manifest):
+    """Return (samples, interval) of logs/cpu.jsonl; note when there are none."""
+    samples = [s for s in inputs.read('cpu.jsonl')
+               if is_number(s.get('t')) and is_number(s.get('busy'))]
+    if not samples:
+        inputs.missing('CPU samples missing (logs/cpu.jsonl)')
+    interval = as_dict(manifest.get('cpu')).get('interval')
+    return samples, interval if is_number(interval) and interval > 0 else 0.5
+
+
+def cpu_window(samples, interval, start, end, bar):
+    """Return (mean busy, fraction over the bar, CPU-bound) of the samples inside [start, end].
+
+    A sample at t covers (t - interval, t]; only samples wholly inside the timed part
+    count, so process start-up before the barrier is not blamed on it (a timed part
+    shorter than one interval has no CPU figure)."""
+    if not (is_number(start) and is_number(end)):
+        return None, None, None
+    inside = [s['busy'] for s in samples
+              if start <= s['t'] - interval and s['t'] <= end + 0.05]
+    if not inside:
+        return None, None, None
+    over = sum(b > bar[0] for b in inside) / len(inside)
+    return sum(inside) / len(inside), over, bool(over > bar[1])
