@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""Key-value store under load (seed 001): ours against Redis, 1 to N clients.
+
+The seed timed 100,000 puts, then gets, then deletes (keys ``k<i>``, values
+``Value<i>``) from 1 to 8 clients at once, server and clients on one machine, and
+reported each client's total milliseconds per operation. Here the server and each
+client sit on their own emulated host, in two layouts that never share a link:
+
+- ``local``: ``srv`` and ``c1..cN`` on switch ``sw1`` with plain links (no added
+  delay or rate): the seed's one machine, with a network stack in between;
+- ``lan``: ``lsrv`` and ``l1..lN`` on switch ``sw2``, every link ``--lan-bw`` Mbit/s
+  and ``--lan-delay`` one way (default 1000 Mbit/s and 0.05 ms per link: about
+  0.2 ms round trip, a switched LAN).
+
+Points, each with a fresh server (``workloads.kv_points``): ``load`` points for
+every server (ours, ``nodes.kv.server``; Debian's ``redis-server``), layout and
+client count 1..``--clients``, each client running ``workloads.kvload``
+sequentially (one request in flight, as the seed) or ``--pipeline`` deep;
+``bench`` points running ``redis-benchmark`` (1 connection; 50; 50 with ``-P 16``)
+against each server; ``fsync`` points giving each ``appendfsync`` policy's SET
+throughput. Both servers log every write to an append-only file under
+``--workdir`` with ``--appendfsync`` (default everysec, Redis's default).
+
+    sudo /usr/bin/python3 topologies/kvload.py --scale smoke   # about a minute
+    sudo /usr/bin/python3 topologies/kvload.py                 # 10K requests/client
+    sudo /usr/bin/python3 topologies/kvload.py --scale seed    # the seed's 100K
+"""
+
+import os
+import sys
+
+if __package__ in (None, ''):       # run as a script: make the repo importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+
+from mininet.topo import Topo  # noqa: E402
+
+from repronet.emu.linkemu_params import LinkEmulationError, parse_time_ms  # noqa: E402
+from repronet.run.options import UsageError  # noqa: E402
+from repronet.run.runner import Experiment  # noqa: E402
+from repronet.run.sweep import derive_seed  # noqa: E402
+from workloads import kv_points  # noqa: E402
+
+FSYNC = ('always', 'everysec', 'no')
+CACHES = ('lru', 'lfu', 'fifo', 'none')
+
+
+class KvTopo(Topo):
+    """Two islands: srv + c1..cN on plain links, lsrv + l1..lN on LAN links."""
+
+    def build(self, clients=8, layouts=('local', 'lan'), lan_bw=1000.0,
+              lan_delay='0.05ms'):
+        """Add one switch, one server and N clients per layout."""
+        for i, layout in enumerate(layouts, 1):
+            switch = self.addSwitch('sw%d' % (1 if layout == 'local' else 2))
+            link = {} if layout == 'local' else {'bw': lan_bw, 'delay': lan_delay}
+            server, client_hosts = kv_points.hosts(layout, clients)
+            for name in [server] + client_hosts:
+                self.addLink(self.addHost(name), switch, **link)
+
+
+class KvLoad(Experiment):
+    """Seed 001: SET, GET, DEL from 1..N clients, ours and Redis, two layouts."""
+
+    name = 'kvload'
+    timed_parts = True
+    scales = {
+        'smoke': {'clients': 2, 'requests': 300, 'bench_requests': 5000,
+                  'fsync_requests': 1000, 'repeat': 1},
+        'default': {'clients': 8, 'requests': 10000, 'bench_requests': 100000,
+                    'fsync_requests': 20000, 'repeat': 1},
+        'seed': {'clients': 8, 'requests': 100000, 'bench_requests': 100000,
+                 'fsync_requests': 50000, 'repeat': 3},
+        'defaults': {'pipeline': 1, 'layouts': 'local,lan', 'servers': 'ours,redis',
+                     'lan_bw': 1000.0, 'lan_delay': '0.05ms', 'appendfsync': 'everysec',
+                     'cache': 'lru', 'cache_size': 100, 'storage': 'memory',
+                     'timeout': 10.0, 'workdir': '/tmp/repronet-kvload'},
+    }
+    limits = {'clients': (1, 16, 'a whole number'),
+              'requests': (1, 1000000, 'a whole number'),
+              'bench_requests': (100, 10000000, 'a whole number'),
+              'fsync_requests': (100, 10000000, 'a whole number'),
+              'pipeline': (1, 1024, 'a whole number'),
+              'lan_bw': (1, 10000, 'Mbit/s'), 'cache_size': (0, 10000000, 'a whole number'),
+              'timeout': (0.1, 600, 'seconds')}
+
+    def add_arguments(self, parser):
+        """Add the experiment's flags (defaults per --scale in the help)."""
+        a = parser.add_argument
+        a('--clients', type=int, metavar='N', default=None,
+          help='sweep 1..N concurrent clients (default 8, as the seed; smoke 2)')
+        a('--requests', type=int, metavar='R', default=None,
+          help='SETs, then GETs, then DELs per client (smoke 300, default 10000, '
+          'seed 100000)')
+        a('--pipeline', type=int, metavar='D', default=None,
+          help='requests in flight per client (default 1: sequential, as the seed)')
+        a('--servers', metavar='LIST', default=None,
+          help='servers to run among ours,redis (default both)')
+        a('--layouts', metavar='LIST', default=None,
+          help='layouts among local,lan (default both)')
+        a('--lan-bw', type=float, metavar='MBIT', default=None,
+          help='rate of every LAN-layout link (default 1000)')
+        a('--lan-delay', metavar='DELAY', default=None,
+          help='one-way delay of every LAN-layout link (default 0.05ms)')
+        a('--appendfsync', choices=FSYNC, default=None,
+          help='log policy of both servers in load and bench points (default everysec)')
+        a('--cache', choices=CACHES, default=None, help='our server\'s cache (default lru)')
+        a('--cache-size', type=int, metavar='N', default=None,
+          help='our server\'s cache entries (default 100)')
+        a('--storage', choices=('memory', 'log'), default=None,
+          help='our server keeps values in memory or reads them back from its log '
+          '(default memory, like Redis)')
+        a('--bench-requests', type=int, metavar='N', default=None,
+          help='redis-benchmark -n per bench point (smoke 5000, default 100000)')
+        a('--fsync-requests', type=int, metavar='N', default=None,
+          help='redis-benchmark -n per fsync point (smoke 1000, default 20000)')
+        a('--timeout', type=float, metavar='S', default=None,
+          help='a client\'s wait for one reply before it fails (default 10)')
+        a('--workdir', metavar='DIR', default=None,
+          help='where the servers\' append-only files go, outside the results folder '
+          '(default /tmp/repronet-kvload; removed after each point)')
+
+    def check(self, params):
+        """Reject parameters the experiment cannot run, with one sentence."""
+        for flag, allowed in (('servers', kv_points.SERVERS),
+                              ('layouts', tuple(kv_points.LAYOUTS))):
+            values = [v for v in getattr(params, flag).split(',') if v]
+            wrong = [v for v in values if v not in allowed]
+            if not values or wrong or len(set(values)) != len(values):
+                raise UsageError('--%s must list distinct values among %s, not %r' % (
+                    flag, ','.join(allowed), getattr(params, flag)))
+            setattr(params, flag, ','.join(values))
+        try:
+            parse_time_ms(params.lan_delay, '--lan-delay', 'kvload', high=100.0)
+        except LinkEmulationError as e:     # its own sentence, less the 'kvload: ' prefix
+            raise UsageError(str(e).split(': ', 1)[-1]) from None
+        if not os.path.isabs(params.workdir):
+            raise UsageError('--workdir must be an absolute path, not %r' % params.workdir)
+
+    def estimate(self, params, point):
+        """Return a rough length of one point in seconds (weights the ETA)."""
+        if point['kind'] == 'load':
+            return 3 + 3 * point['clients'] * params.requests / 8000.0
+        if point['kind'] == 'bench':
+            return 3 + 2 * params.bench_requests / 20000.0
+        return 3 + params.fsync_requests / 5000.0
+
+    def topology(self, params):
+        """Return the two-island topology."""
+        return KvTopo(params.clients, params.layouts.split(','), params.lan_bw,
+                      params.lan_delay)
+
+    def points(self, params):
+        """Return load points (server x layout x clients), then bench and fsync points,
+        repetition outermost."""
+        servers = params.servers.split(',')
+        values = [{'kind': 'load', 'server': s, 'layout': layout, 'clients': n}
+                  for layout in params.layouts.split(',')
+                  for n in range(1, params.clients + 1) for s in servers]
+        if 'local' in params.layouts.split(','):
+            values += [{'kind': 'bench', 'server': s, 'bench': b}
+                       for b in kv_points.BENCH for s in servers]
+            values += [{'kind': 'fsync', 'server': s, 'appendfsync': f}
+                       for f in FSYNC for s in servers]
+        points = []
+        for repetition in range(params.repeat):
+            for v in values:
+                points.append(dict(v, point=len(points), repetition=repetition,
+                                   seed=derive_seed(params.seed, v, repetition)))
+        return points
+
+    def setup(self, ctx):
+        """Record the hosts' addresses; start the failure list."""
+        self.run_dir = ctx.results.path
+        ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts})
+        self.failures = []
+
+    def run_point(self, ctx, point):
+        """Run one point (workloads.kv_points); note what failed."""
+        result = kv_points.Point(ctx, point).run()
+        problem = kv_points.failures(point, result)
+        if problem:
+            self.failures.append('p%03d: %s' % (point['point'], problem))
+        return result
+
+    def finish(self, ctx):
+        """Fail the run (after all points ran) if any operation failed."""
+        if self.failures:
+            raise RuntimeError('operations failed in %d point(s): %s' % (
+                len(self.failures), '; '.join(self.failures[:5])))
+
+    def analyse(self, run_dir):
+        """Build tables, figures and report.md (analysis.kvload)."""
+        from analysis import kvload
+        kvload.build(run_dir)
+
+    def main(self, argv=None):
+        """Run, then print the targets (ratios measured in this run)."""
+        self.run_dir = None
+        status = super().main(argv)
+        if self.run_dir is not None:
+            from analysis import kvload
+            try:
+                print(kvload.targets_text(self.run_dir), flush=True)
+            except (OSError, ValueError, KeyError) as e:
+                print('kvload: no target summary: %s' % e, file=sys.stderr)
+        return status
+
+
+if __name__ == '__main__':
+    sys.exit(KvLoad().main())
