@@ -37,7 +37,7 @@ class KVConfig:
     max_value_bytes: int = 1 << 20
     max_keys: int = 1_000_000
     max_request_bytes: int = None
-    max_args: int = 64
+    max_args: int = 1 << 20     # Redis takes 2**31-1; max_request_bytes bounds memory
     append_log: bool = True
 
     def __post_init__(self):

@@ -16,8 +16,11 @@ Bounds (every one is checked before the bytes it describes are buffered): a comm
 included, may not exceed ``max_request_bytes``; a declared bulk length larger than that, an
 argument count above ``max_args``, a count/length header longer than 32 bytes or an inline line
 longer than 64 KiB raise ``ProtocolError``. After `get` returns None the parser holds at most
-``max_request_bytes`` bytes. A ProtocolError leaves the stream unusable: Redis replies ``-ERR
-Protocol error: ...`` and closes the connection, and so does the core.
+``max_request_bytes`` bytes. A multibulk command cut short keeps its finished elements and
+buffers only the unfinished one, so a long command trickled a byte at a time costs the same
+per byte as one sent whole (re-joining and re-scanning it per byte was quadratic). A
+ProtocolError leaves the stream unusable: Redis replies ``-ERR Protocol error: ...`` and
+closes the connection, and so does the core.
 """
 
 _HEADER_MAX = 32            # '*'/'$' plus up to 31 characters before the CRLF
@@ -31,7 +34,8 @@ class ProtocolError(Exception):
 class RequestParser:
     """Incremental request parser: `feed` bytes, then `get` commands until it returns None."""
 
-    __slots__ = ('_buf', '_pos', '_parts', '_waiting', '_need', '_limit', '_max_args')
+    __slots__ = ('_buf', '_pos', '_parts', '_waiting', '_need', '_limit', '_max_args',
+                 '_args', '_left', '_at')
 
     def __init__(self, max_request_bytes, max_args):
         if max_request_bytes < 16 or max_args < 1:
@@ -43,11 +47,15 @@ class RequestParser:
         self._need = 0          # bytes (from _pos) needed before parsing can progress
         self._limit = max_request_bytes
         self._max_args = max_args
+        self._args = None       # the elements of a multibulk command cut short, kept
+        self._left = 0          #   while the rest arrives; how many are missing
+        self._at = 0            #   and how many bytes of the command they used
 
     @property
     def buffered(self):
         """Bytes held that do not yet form a complete command."""
-        return len(self._buf) - self._pos + self._waiting
+        held = self._at if self._args is not None else 0
+        return len(self._buf) - self._pos + self._waiting + held
 
     def feed(self, data):
         """Append received bytes (parsed lazily by `get`)."""
@@ -69,7 +77,11 @@ class RequestParser:
             self._buf = buf
         end = len(buf)
         while pos < end:
-            if buf[pos] != 42:                          # not '*': inline form
+            if self._args is not None:                  # resume a command cut short
+                args, count = self._args, self._left
+                start, p = pos - self._at, pos
+                self._args = None
+            elif buf[pos] != 42:                        # not '*': inline form
                 nl = buf.find(b'\n', pos, pos + _INLINE_MAX + 1)
                 if nl < 0:
                     if end - pos > _INLINE_MAX:
@@ -84,32 +96,31 @@ class RequestParser:
                                         % self._max_args)
                 self._done(buf, pos)
                 return args
-            nl = buf.find(b'\r\n', pos, pos + _HEADER_MAX)
-            if nl < 0:
-                if end - pos >= _HEADER_MAX:
-                    raise ProtocolError('Protocol error: too big mbulk count string')
-                return self._incomplete(buf, pos, end - pos + 1)
-            head = buf[pos + 1:nl]
-            if not head.isdigit():
-                if head[:1] == b'-' and head[1:].isdigit():     # *-1: skipped, as by Redis
+            else:
+                nl = buf.find(b'\r\n', pos, pos + _HEADER_MAX)
+                if nl < 0:
+                    if end - pos >= _HEADER_MAX:
+                        raise ProtocolError('Protocol error: too big mbulk count string')
+                    return self._incomplete(buf, pos, end - pos + 1)
+                head = buf[pos + 1:nl]
+                if not head.isdigit():
+                    if head[:1] == b'-' and head[1:].isdigit():     # *-1: skipped (Redis)
+                        pos = nl + 2
+                        continue
+                    raise ProtocolError('Protocol error: invalid multibulk length')
+                count = int(head)
+                if count > self._max_args:
+                    raise ProtocolError('Protocol error: invalid multibulk length (%d '
+                                        'arguments, more than %d)' % (count, self._max_args))
+                if count == 0:
                     pos = nl + 2
                     continue
-                raise ProtocolError('Protocol error: invalid multibulk length')
-            count = int(head)
-            if count > self._max_args:
-                raise ProtocolError('Protocol error: invalid multibulk length (%d arguments, '
-                                    'more than %d)' % (count, self._max_args))
-            if count == 0:
-                pos = nl + 2
-                continue
+                start, p, args = pos, nl + 2, []
             # The elements, inline (this loop is the hot path of every request).
-            start = pos
             limit = start + self._limit
-            p = nl + 2
-            args = []
-            for _ in range(count):
+            for left in range(count, 0, -1):
                 if p >= end:
-                    return self._incomplete(buf, start, p - start + 1)
+                    return self._partial(buf, start, p, args, left, 1)
                 if buf[p] != 36:                        # '$'
                     raise ProtocolError("Protocol error: expected '$', got '%s'"
                                         % chr(buf[p]).encode('unicode_escape').decode())
@@ -117,16 +128,17 @@ class RequestParser:
                 if nl < 0:
                     if end - p >= _HEADER_MAX:
                         raise ProtocolError('Protocol error: too big bulk count string')
-                    return self._incomplete(buf, start, end - start + 1)
+                    return self._partial(buf, start, p, args, left, end - p + 1)
                 head = buf[p + 1:nl]
                 if not head.isdigit():
                     raise ProtocolError('Protocol error: invalid bulk length')
+                q = p
                 p = nl + 2 + int(head)
                 if p + 2 > limit:
                     raise ProtocolError('Protocol error: invalid bulk length (the request '
                                         'would exceed %d bytes)' % self._limit)
                 if p + 2 > end:
-                    return self._incomplete(buf, start, p + 2 - start)
+                    return self._partial(buf, start, q, args, left, p + 2 - q)
                 if buf[p] != 13 or buf[p + 1] != 10:
                     raise ProtocolError('Protocol error: expected CRLF after a bulk string')
                 args.append(buf[nl + 2:p])
@@ -147,6 +159,12 @@ class RequestParser:
         if start:
             buf = buf[start:]
         self._buf, self._pos, self._need = buf, 0, need
+        return None
+
+    def _partial(self, buf, start, q, args, left, need):
+        """Keep the elements parsed so far; buffer only the unfinished one (from q)."""
+        self._args, self._left, self._at = args, left, q - start
+        self._buf, self._pos, self._need = (buf[q:] if q else buf), 0, need
         return None
 
     def _done(self, buf, pos):

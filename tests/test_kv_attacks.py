@@ -1,0 +1,75 @@
+"""The KV node under a hostile or careless user: what broke when it was attacked, pinned.
+
+Each test here failed before its fix. Unit tests drive the sans-I/O parser and core; the
+localhost tests run the server on an ephemeral port (`tests.kv_proc.KVProc`) and check that
+the attacker gets an error or a closed connection while a bystander is still served. No
+timing is asserted: the quadratic-parse test counts parser work, not seconds.
+"""
+
+import pytest
+import redis
+
+from nodes.kv import resp
+from nodes.kv.core import KVConfig, KVCore
+from tests.kv_proc import Client, KVProc, command, run_server
+
+
+def multibulk(*args):
+    """A request in the multibulk form."""
+    return b'*%d\r\n' % len(args) + b''.join(b'$%d\r\n%b\r\n' % (len(a), a) for a in args)
+
+
+def test_del_and_exists_with_many_keys_keep_the_connection():
+    # redis-py's r.delete(*keys) with 100 keys was a protocol error and a closed connection
+    # (max_args defaulted to 64); Redis takes up to 2**31 - 1 arguments.
+    core = KVCore(KVConfig(append_log=False))
+    conn = core.connect(0.0)
+    keys = [b'k%d' % i for i in range(1000)]
+    data = b''.join(multibulk(b'SET', k, b'v') for k in keys)
+    data += multibulk(b'EXISTS', *(keys + keys[:5])) + multibulk(b'DEL', *keys)
+    out = conn.receive(data, 0.0)
+    assert out.replies == b'+OK\r\n' * 1000 + b':1005\r\n:1000\r\n' and not out.close
+
+
+def test_many_argument_command_fed_byte_by_byte_buffers_one_element_at_a_time():
+    # Before: the parser held the whole unfinished command and re-joined and re-scanned it
+    # for every byte fed (quadratic work: a 1 MB DEL trickled a byte per packet pinned a
+    # core for minutes). Now the parsed elements are kept and only the unfinished one is
+    # buffered, so each byte costs the same.
+    n = 2000
+    data = multibulk(b'DEL', *[b'k%d' % i for i in range(n)])
+    p = resp.RequestParser(len(data) + 16, n + 1)
+    got, most = None, 0
+    for i in range(len(data)):
+        p.feed(data[i:i + 1])
+        cmd = p.get()
+        most = max(most, len(p._buf))
+        if cmd is not None:
+            got = cmd
+    assert got == [b'DEL'] + [b'k%d' % i for i in range(n)]
+    assert most <= 32, most
+    assert p.buffered == 0
+
+
+def test_partial_many_argument_command_still_respects_the_byte_limit():
+    p = resp.RequestParser(1024, 1 << 20)
+    p.feed(b'*100000\r\n')
+    with pytest.raises(resp.ProtocolError):
+        for _ in range(1000):
+            p.feed(b'$5\r\nabcde\r\n')
+            assert p.get() is None
+            assert p.buffered <= 1024
+
+
+def test_redis_py_delete_of_many_keys():
+    with KVProc() as proc:
+        r = redis.Redis(port=proc.port, socket_timeout=10)
+        keys = ['k%d' % i for i in range(300)]
+        pipe = r.pipeline(transaction=False)
+        for k in keys:
+            pipe.set(k, 'v')
+        pipe.execute()
+        assert r.exists(*keys) == 300
+        assert r.delete(*keys) == 300
+        assert r.dbsize() == 0
+        r.close()
