@@ -73,3 +73,16 @@ def test_redis_py_delete_of_many_keys():
         assert r.delete(*keys) == 300
         assert r.dbsize() == 0
         r.close()
+
+
+def test_config_get_with_many_patterns_is_refused_not_globbed():
+    # With any argument count accepted, CONFIG GET of 50000 patterns compiled and matched
+    # 500000 globs in the loop (17 s here, every client stalled); it is now capped.
+    core = KVCore(KVConfig(append_log=False))
+    conn = core.connect(0.0)
+    patterns = [b'p%d*[a-z]' % i for i in range(50000)]
+    out = conn.receive(multibulk(b'CONFIG', b'GET', *patterns) + multibulk(b'PING'), 0.0)
+    assert out.replies.startswith(b'-ERR CONFIG GET takes at most') and not out.close
+    assert out.replies.endswith(b'\r\n+PONG\r\n')
+    out = conn.receive(multibulk(b'CONFIG', b'GET', *[b'x'] * 63 + [b'max-keys']), 0.0)
+    assert out.replies == b'*2\r\n$8\r\nmax-keys\r\n$7\r\n1000000\r\n'

@@ -15,6 +15,11 @@ from .aof import LogReadError
 from .resp import EMPTY_ARRAY, NIL, OK, ONE, PONG, ZERO
 
 _SYNTAX = resp.error('ERR syntax error')
+# Each CONFIG GET pattern is a glob compiled and matched against every parameter: a
+# million-argument CONFIG GET (any count up to max_args parses) would hold the loop for
+# minutes, so the patterns are capped.
+_CONFIG_PATTERNS = 64
+_TOO_MANY_PATTERNS = resp.error('ERR CONFIG GET takes at most %d patterns' % _CONFIG_PATTERNS)
 
 
 def _get(core, conn, args):
@@ -130,6 +135,8 @@ def _info(core, conn, args):
 def _config(core, conn, args):
     """CONFIG GET pattern [pattern ...] (a few known parameters) and CONFIG RESETSTAT."""
     sub = args[1].upper()
+    if sub == b'GET' and len(args) > 2 + _CONFIG_PATTERNS:
+        return _TOO_MANY_PATTERNS
     if sub == b'GET' and len(args) >= 3:
         known = core._config_values()
         out = []
