@@ -199,9 +199,9 @@ class KvLoad(Experiment):
         self.run_dir = None
         status = super().main(argv)
         if self.run_dir is not None:
-            from analysis import kvload
+            from analysis import kvload_report
             try:
-                print(kvload.targets_text(self.run_dir), flush=True)
+                print(kvload_report.targets_text(self.run_dir), flush=True)
             except (OSError, ValueError, KeyError) as e:
                 print('kvload: no target summary: %s' % e, file=sys.stderr)
         return status
