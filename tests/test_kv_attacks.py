@@ -86,3 +86,23 @@ def test_config_get_with_many_patterns_is_refused_not_globbed():
     assert out.replies.endswith(b'\r\n+PONG\r\n')
     out = conn.receive(multibulk(b'CONFIG', b'GET', *[b'x'] * 63 + [b'max-keys']), 0.0)
     assert out.replies == b'*2\r\n$8\r\nmax-keys\r\n$7\r\n1000000\r\n'
+
+
+@pytest.mark.parametrize('args, says', [
+    # a 10**20-byte value limit made every per-client bound meaningless and started anyway
+    (['--max-value-bytes', '99999999999999999999'], '--max-value-bytes'),
+    (['--max-key-bytes', str(1 << 40)], '--max-key-bytes'),
+    # an empty --log (an unset shell variable) silently ran with no persistence
+    (['--log', ''], '--log'),
+])
+def test_careless_arguments_are_refused_with_one_sentence(args, says):
+    r = run_server('--port', '0', *args, timeout=20)
+    assert r.returncode == 2 and says in r.stderr and 'Traceback' not in r.stderr
+    assert r.stdout == '' and r.stderr.strip().splitlines()[-1].count('error') == 1
+
+
+def test_log_path_naming_a_folder_is_refused_before_start(tmp_path):
+    # '--log dir/new/' passed the checks and died on open with "[Errno 21] Is a directory"
+    r = run_server('--port', '0', '--log', str(tmp_path / 'new') + '/', timeout=20)
+    assert r.returncode == 2 and 'folder' in r.stderr and 'Errno' not in r.stderr
+    assert r.stdout == ''

@@ -42,6 +42,7 @@ from nodes.kv.connection import HIGH_WATER, ClientProtocol, slice_bytes  # noqa:
 from nodes.kv.core import KVConfig, KVCore  # noqa: E402
 
 MAX_PENDING_BYTES = 64 << 20    # unsent replies per client before it is closed
+MAX_BULK = 512 << 20            # Redis's proto-max-bulk-len: the largest key or value allowed
 IDLE_TIMEOUT = 300.0
 
 
@@ -147,8 +148,8 @@ class KVServer:
         return info
 
 
-def _count(low):
-    """argparse type: an integer of at least low."""
+def _count(low, high=None):
+    """argparse type: an integer of at least low (and at most high)."""
     def parse(text):
         try:
             value = int(text)
@@ -156,6 +157,8 @@ def _count(low):
             raise argparse.ArgumentTypeError('%r is not an integer' % text) from None
         if value < low:
             raise argparse.ArgumentTypeError('%d is below %d' % (value, low))
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError('%d is above %d' % (value, high))
         return value
     return parse
 
@@ -174,6 +177,8 @@ def _seconds(text):
 def _file_arg(p, flag, path):
     """Error unless path can be created or opened for writing as a regular file."""
     parent = os.path.dirname(os.path.abspath(path))
+    if path.endswith(os.sep):
+        p.error('%s %s: names a folder, not a file' % (flag, path))
     if not os.path.isdir(parent):
         p.error('%s %s: folder %s does not exist' % (flag, path, parent))
     if os.path.exists(path):
@@ -198,8 +203,9 @@ def parse_args(argv):
                    help='entries in the cache (0: none)')
     p.add_argument('--storage', choices=('memory', 'log'), default='memory',
                    help="where values live: in memory, or read back from --log")
-    p.add_argument('--max-key-bytes', type=_count(1), default=512, metavar='N')
-    p.add_argument('--max-value-bytes', type=_count(0), default=1 << 20, metavar='N')
+    p.add_argument('--max-key-bytes', type=_count(1, MAX_BULK), default=512, metavar='N')
+    p.add_argument('--max-value-bytes', type=_count(1, MAX_BULK), default=1 << 20,
+                   metavar='N')
     p.add_argument('--max-keys', type=_count(1), default=1_000_000, metavar='N')
     p.add_argument('--max-connections', type=_count(1), default=None, metavar='N',
                    help='clients served at once (default: open-file limit less 32, '
@@ -216,6 +222,8 @@ def parse_args(argv):
     if args.storage == 'log' and not args.log:
         p.error('--storage log needs --log PATH (values are read back from that file)')
     for flag, path in (('--log', args.log), ('--profile', args.profile)):
+        if path == '':
+            p.error('%s: an empty path (leave the flag out for none)' % flag)
         if path:
             _file_arg(p, flag, path)
     args.loop_factory, args.loop_name = _pick_loop(p, args.loop)
