@@ -16,6 +16,8 @@ results on every rebuild:
   both servers and our throughput as a fraction of Redis's in the same run;
 - ``tables/fsync.csv``: SET throughput under each ``appendfsync`` policy, relative to
   ``no`` for the same server;
+- ``tables/profile.csv``: the functions our server spent its own time in under
+  ``redis-benchmark -c 50 -P 16`` (cProfile; where Python is the limit, this says where);
 - ``tables/targets.csv`` and ``tables/inputs.csv``; figures; ``report.md``
   (:mod:`analysis.kvload_report`).
 """
@@ -108,7 +110,7 @@ def tables(run_dir):
     found = Inputs(logs)
     samples, interval = read_cpu(found, manifest)
     bar = cpu_bar(manifest)
-    client_rows, groups, bench, fsync = [], {}, [], []
+    client_rows, groups, bench, fsync, profile = [], {}, [], [], []
     for record, point, result in read_points(found):
         if point['kind'] == 'load':
             lat = {}
@@ -125,6 +127,8 @@ def tables(run_dir):
                 g['busy'].append(busy)
                 g['bound'].append(bound)
                 g['reps'].add(point['repetition'])
+        elif point['kind'] == 'profile':
+            profile = profile_rows(found, logs, point)
         else:
             busy, _, bound = cpu_window(samples, interval, record.get('started'),
                                         record.get('t'), bar)
@@ -136,7 +140,8 @@ def tables(run_dir):
     data = {'clients': clients, 'response': response, 'seed': seed_table(response),
             'bench': pd.DataFrame(bench, columns=BENCH_COLUMNS),
             'bench_ratio': ratio_table(pd.DataFrame(bench, columns=BENCH_COLUMNS)),
-            'fsync': fsync_table(pd.DataFrame(fsync, columns=BENCH_COLUMNS))}
+            'fsync': fsync_table(pd.DataFrame(fsync, columns=BENCH_COLUMNS)),
+            'profile': pd.DataFrame(profile, columns=PROFILE_COLUMNS)}
     from analysis.kvload_report import targets
     data['targets'] = targets(data)
     data['inputs'] = found.table()
@@ -173,6 +178,33 @@ def bench_rows(found, logs, point):
         found.missing('redis-benchmark gave no result in point %d (logs/%s)' % (
             point['point'], path.name), point=point['point'])
     return rows
+
+
+PROFILE_COLUMNS = ['rank', 'function', 'calls', 'own_s', 'own_share', 'cumulative_s']
+PROFILE_TOP = 12
+
+
+def profile_rows(found, logs, point):
+    """Return the functions our server spent most of its own time in (cProfile)."""
+    import pstats
+    path = logs / ('%s-server-ours.prof' % tag(point))
+    try:
+        stats = pstats.Stats(str(path)).stats
+    except (OSError, TypeError, ValueError, EOFError):
+        found.missing('no readable profile in point %d (logs/%s)' % (point['point'], path.name),
+                      point=point['point'])
+        return []
+    total = sum(v[2] for v in stats.values()) or 1.0
+    rows = []
+    for (file, line, name), (_, calls, own, cum, _) in stats.items():
+        where = file.split('/work/')[-1] if file.startswith('/') else file
+        for root in ('nodes/', 'repronet/', 'asyncio/', 'uvloop/'):
+            if root in where:
+                where = root + where.split(root, 1)[1]
+        rows.append({'function': '%s:%d(%s)' % (where, line, name), 'calls': calls,
+                     'own_s': own, 'own_share': own / total, 'cumulative_s': cum})
+    rows.sort(key=lambda r: (-r['own_s'], r['function']))
+    return [dict(r, rank=i) for i, r in enumerate(rows[:PROFILE_TOP], 1)]
 
 
 def response_table(clients, groups):

@@ -230,6 +230,15 @@ def report(manifest, data, drawn):
               'commit); `everysec` fsyncs once a second; `no` leaves it to the kernel.', '']
     lines += _table(data['fsync'], ['server', 'appendfsync', 'set_rps', 'relative_to_no'],
                     '%.3f')
+    prof = data.get('profile')
+    if prof is not None and len(prof):
+        lines += ['', '## Where our server spends its time', '',
+                  'cProfile of our server under redis-benchmark -c 50 -P 16 (the shape where '
+                  'it is furthest behind Redis); own time per function, top %d. The profiler '
+                  'slows the server, so this point is in no ratio.' % len(prof), '']
+        lines += _table(prof.assign(own_share=100 * prof['own_share']),
+                        ['rank', 'function', 'calls', 'own_s', 'own_share'], '%.3f')
+        lines[-len(prof) - 2] = lines[-len(prof) - 2].replace('own_share', 'own_share (%)')
     lines += ['', '## What the seed measured', '', _why_seed_is_fast(data)]
     lines += ['', '## Figures', '']
     for name, saved in sorted(drawn.items()):

@@ -18,7 +18,7 @@ client count 1..``--clients``, each client running ``workloads.kvload``
 sequentially (one request in flight, as the seed) or ``--pipeline`` deep;
 ``bench`` points running ``redis-benchmark`` (1 connection; 50; 50 with ``-P 16``)
 against each server; ``fsync`` points giving each ``appendfsync`` policy's SET
-throughput. Both servers log every write to an append-only file under
+throughput; one ``profile`` point runs our server under cProfile. Both servers log every write to an append-only file under
 ``--workdir`` with ``--appendfsync`` (default everysec, Redis's default).
 
     sudo /usr/bin/python3 topologies/kvload.py --scale smoke   # about a minute
@@ -143,6 +143,8 @@ class KvLoad(Experiment):
             return 3 + 3 * point['clients'] * params.requests / 8000.0
         if point['kind'] == 'bench':
             return 3 + 2 * params.bench_requests / 20000.0
+        if point['kind'] == 'profile':
+            return 3 + params.bench_requests / 20000.0
         return 3 + params.fsync_requests / 5000.0
 
     def topology(self, params):
@@ -162,6 +164,8 @@ class KvLoad(Experiment):
                        for b in kv_points.BENCH for s in servers]
             values += [{'kind': 'fsync', 'server': s, 'appendfsync': f}
                        for f in FSYNC for s in servers]
+            if 'ours' in servers:
+                values.append({'kind': 'profile', 'server': 'ours', 'bench': 'c50p16'})
         points = []
         for repetition in range(params.repeat):
             for v in values:

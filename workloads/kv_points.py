@@ -19,6 +19,10 @@ earlier one, and removes that file afterwards (it is data, not a result).
 ``fsync`` points
     ``redis-benchmark -t set`` with 50 connections against a server whose log uses
     the point's ``appendfsync`` policy: the price of each durability level.
+``profile`` point
+    ``redis-benchmark -c 50 -P 16`` against our server running under cProfile
+    (``--profile logs/<name>.prof``): where its time goes when it is the bottleneck.
+    The profiler slows the server, so this point's throughput is in no ratio.
 
 Log names follow :func:`names` (``analysis.kvload`` uses the same rule).
 """
@@ -51,7 +55,7 @@ def hosts(layout, clients):
     return server, ['%s%d' % (prefix, i) for i in range(1, clients + 1)]
 
 
-def server_argv(kind, params, fsync, aof_dir, max_keys):
+def server_argv(kind, params, fsync, aof_dir, max_keys, profile=None):
     """Return (argv, ready check, log suffix) of a fresh server of kind ours|redis."""
     if kind == 'redis':
         return (['redis-server', '--port', PORT, '--bind', '0.0.0.0',
@@ -62,7 +66,8 @@ def server_argv(kind, params, fsync, aof_dir, max_keys):
              '--port', PORT, '--log', os.path.join(aof_dir, 'kv.aof'),
              '--appendfsync', fsync, '--cache', params.cache,
              '--cache-size', params.cache_size, '--storage', params.storage,
-             '--max-keys', max_keys], LogReady(), '.jsonl')
+             '--max-keys', max_keys] + (['--profile', profile] if profile else []),
+            LogReady(), '.jsonl')
 
 
 class Point:
@@ -85,11 +90,11 @@ class Point:
             self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
             shutil.rmtree(self.aof_dir, ignore_errors=True)
 
-    def _server(self, layout, fsync, max_keys):
+    def _server(self, layout, fsync, max_keys, profile=None):
         """Start the point's server on the layout's server host; return (node, ip)."""
         host, _ = hosts(layout, 0)
         argv, ready, suffix = server_argv(self.point['server'], self.params, fsync,
-                                          self.aof_dir, max_keys)
+                                          self.aof_dir, max_keys, profile)
         node = self.ctx.start_node(host, self.names['server'], argv, ready=ready,
                                    suffix=suffix, timeout=60)
         self.nodes.append(node)
@@ -135,9 +140,9 @@ class Point:
         except (OSError, ValueError):
             return None
 
-    def _benchmark(self, tests, requests, connections, pipeline, fsync):
+    def _benchmark(self, tests, requests, connections, pipeline, fsync, profile=None):
         """Run redis-benchmark --csv from the first local client host."""
-        server, ip = self._server('local', fsync, max(requests * 2, 1000))
+        server, ip = self._server('local', fsync, max(requests * 2, 1000), profile)
         _, (host,) = hosts('local', 1)
         argv = ['redis-benchmark', '-h', ip, '-p', PORT, '-t', tests, '-n', requests,
                 '-c', connections, '-P', pipeline, '--csv']
@@ -160,6 +165,16 @@ class Point:
         return self._benchmark('set', self.params.fsync_requests, 50, 1,
                                self.point['appendfsync'])
 
+    def _profile(self):
+        """redis-benchmark -c 50 -P 16 against our server under cProfile; the stats
+        are written when the server stops (end of the point)."""
+        path = str(self.ctx.results.log_path(self.names['server'], '.prof'))
+        result = self._benchmark('set,get', self.params.bench_requests, 50, 16,
+                                 self.params.appendfsync, profile=path)
+        self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
+        result['profile_written'] = os.path.exists(path)
+        return result
+
 
 def failures(point, result):
     """Return a one-line description of what failed in a point, or None."""
@@ -170,6 +185,8 @@ def failures(point, result):
         problems.append('DBSIZE after the DELs was %s, not 0' % result.get('dbsize_after'))
     if result.get('benchmark_status') not in (None, 0):
         problems.append('redis-benchmark exited %s' % result['benchmark_status'])
+    if result.get('profile_written') is False:
+        problems.append('the server wrote no profile')
     if result.get('server_alive') is False:
         problems.append('the server had exited')
     return '; '.join(problems) or None
