@@ -106,3 +106,42 @@ def test_log_path_naming_a_folder_is_refused_before_start(tmp_path):
     r = run_server('--port', '0', '--log', str(tmp_path / 'new') + '/', timeout=20)
     assert r.returncode == 2 and 'folder' in r.stderr and 'Errno' not in r.stderr
     assert r.stdout == ''
+
+
+def test_restart_with_smaller_limits_refuses_instead_of_cutting_acknowledged_writes(tmp_path):
+    # A 2 MiB value written under --max-value-bytes 4 MiB, then a restart with the default
+    # 1 MiB limit: the whole log went to .bad-tail and the server served an empty store.
+    log = tmp_path / 'kv.aof'
+    with KVProc('--log', log, '--appendfsync', 'always', '--max-value-bytes', 4 << 20) as p:
+        c = Client(p.port)
+        assert c.ask(command('SET', 'big', b'x' * (2 << 20)) + command('SET', 'a', '1'), 2) \
+            == [b'OK', b'OK']
+        c.close()
+        assert p.stop()[1] == 0
+    size = log.stat().st_size
+    r = run_server('--port', '0', '--log', log, timeout=60)
+    assert r.returncode == 1 and 'restart with larger limits' in r.stderr
+    assert 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert log.stat().st_size == size and not list(tmp_path.glob('*.bad-tail*'))
+    with KVProc('--log', log, '--max-value-bytes', 4 << 20) as p:
+        c = Client(p.port)
+        assert c.ask(command('GET', 'a') + command('STRLEN', 'big') + command('DBSIZE'), 3)[::2] \
+            == [b'1', 2]
+        c.close()
+
+
+def test_a_corrupt_huge_length_is_still_cut_as_a_bad_tail(tmp_path):
+    log = tmp_path / 'kv.aof'
+    with KVProc('--log', log, '--appendfsync', 'always') as p:
+        c = Client(p.port)
+        assert c.ask(command('SET', 'a', '1'), 1) == [b'OK']
+        c.close()
+        p.stop()
+    good = log.read_bytes()
+    # a header declaring 2 MiB, followed by 2 MiB of bytes that do not match its checksum
+    log.write_bytes(good + b'\xa5\0\0\0\0' + (2 << 20).to_bytes(4, 'big') + b'S' * (2 << 20))
+    with KVProc('--log', log) as p:
+        assert p.ready['recovered']['valid_bytes'] == len(good)
+        c = Client(p.port)
+        assert c.ask(command('GET', 'a'), 1) == [b'1']
+        c.close()

@@ -8,7 +8,9 @@ bytes (`KVCore.take_log`). This module is the part of the driver that touches th
   chunks. A bad tail (a record cut short by a crash, or one failing its checksum) is copied
   to ``<log>.bad-tail`` (``.bad-tail.1``... when that exists already, never overwritten),
   the file is truncated to the valid prefix and synced, and the problem is returned for
-  the driver to report. Nothing after the first bad record is applied.
+  the driver to report. Nothing after the first bad record is applied. A record too
+  large for this server's limits whose checksum is good is not damage but a log written
+  with larger limits: the server refuses to start (`LogTooLarge`) rather than cut it.
 - `append` writes with `os.write` at once, in the loop thread, so a 'log'-storage GET that
   `pread`s an offset the core has handed over always finds it in the file (the core serves
   offsets not yet handed over from its own buffer).
@@ -28,6 +30,7 @@ writes durable must not go on acknowledging them, which is also what Redis does 
 import concurrent.futures
 import fcntl
 import os
+import zlib
 
 from . import aof
 
@@ -38,6 +41,10 @@ _MAX_BAD_TAILS = 100            # .bad-tail, .bad-tail.1 ... .bad-tail.99
 
 class LogInUse(OSError):
     """Another process holds the log file's lock."""
+
+
+class LogTooLarge(OSError):
+    """The log holds a sound record larger than the configured limits allow."""
 
 
 class AppendLog:
@@ -60,8 +67,11 @@ class AppendLog:
 
     def recover(self, storage, max_payload=aof.DEFAULT_MAX_PAYLOAD):
         """Scan the file; keep its valid prefix and return (aof.Recovery, bad-tail path)."""
-        rec = aof.recover(self._chunks(), storage, max(max_payload, aof.DEFAULT_MAX_PAYLOAD))
+        max_payload = max(max_payload, aof.DEFAULT_MAX_PAYLOAD)
+        rec = aof.recover(self._chunks(), storage, max_payload)
         bad_path = None
+        if rec.problem is not None:
+            self._refuse_larger_record(rec.valid_bytes, max_payload)
         if rec.problem is not None or rec.valid_bytes < rec.total_bytes:
             bad_path = self._save_tail(rec.valid_bytes)
             os.ftruncate(self._fd, rec.valid_bytes)
@@ -95,6 +105,32 @@ class AppendLog:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def _refuse_larger_record(self, at, max_payload):
+        """LogTooLarge if the record at `at` is whole and sound but above max_payload.
+
+        Such a record was written by a server with larger --max-key-bytes/--max-value-bytes;
+        cutting the log there would throw away acknowledged writes, so the server refuses
+        to start instead. Its checksum is computed a chunk at a time (bounded memory).
+        """
+        head = os.pread(self._fd, aof.HEADER.size, at)
+        if len(head) < aof.HEADER.size:
+            return
+        magic, crc, plen = aof.HEADER.unpack(head)
+        if magic != aof.MAGIC or plen <= max_payload:
+            return
+        offset, left, got = at + aof.HEADER.size, plen, 0
+        while left:
+            data = os.pread(self._fd, min(CHUNK, left), offset)
+            if not data:
+                return                      # cut short: a truncated tail after all
+            got = zlib.crc32(data, got)
+            offset += len(data)
+            left -= len(data)
+        if got == crc:
+            raise LogTooLarge('log file %s holds a sound %d-byte record at byte %d, more than '
+                              'these --max-key-bytes and --max-value-bytes allow (%d); restart '
+                              'with larger limits' % (self.path, plen, at, max_payload))
 
     def _chunks(self):
         """The file's bytes from offset 0, CHUNK at a time."""
