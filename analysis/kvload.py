@@ -67,7 +67,10 @@ def latencies(logs, name, phase):
 
 def load_point(found, logs, point, lat):
     """Return (client rows, ok requests, first start, last end) of a load point;
-    lat[(op)] collects the point's latencies per op."""
+    lat[(op)] collects the point's latencies per op.
+
+    A phase a client never logged (it stopped after an earlier failure) counts all its
+    requests as failed; a latency file shorter than its phase lines say is missing input."""
     rows, ok, starts, ends = [], 0, [], []
     for i in range(1, point['clients'] + 1):
         name = '%s-kvload-c%d' % (tag(point), i)
@@ -76,30 +79,42 @@ def load_point(found, logs, point, lat):
         if not phases:
             found.missing('client c%d of point %d logged no phase' % (i, point['point']),
                           point=point['point'])
+            continue
         for ph in phases:
-            op, requests = str(ph.get('op')), number(ph.get('requests'))
-            errors = sum(number(v) for v in as_dict(ph.get('errors')).values())
-            failed = errors + number(ph.get('wrong')) + max(
-                0, requests - number(ph.get('ok')) - errors - number(ph.get('wrong')))
             ms = latencies(logs, name, ph)
-            lat.setdefault(op, []).append(ms)
+            if is_number(ph.get('lat_count')) and len(ms) < ph['lat_count']:
+                found.missing('logs/%s.lat has %d of the %d latencies of client c%d\'s %s '
+                              'phase in point %d' % (name, len(ms), ph['lat_count'], i,
+                                                     ph.get('op'), point['point']),
+                              point=point['point'])
+            lat.setdefault(str(ph.get('op')), []).append(ms)
             ok += number(ph.get('ok'))
             if is_number(ph.get('start')) and is_number(ph.get('end')):
                 starts.append(ph['start'])
                 ends.append(ph['end'])
-            total = ph.get('total_ms')
-            rows.append({'point': point['point'], 'repetition': point['repetition'],
-                         'server': point['server'], 'layout': point['layout'],
-                         'clients': point['clients'], 'client': i, 'op': op,
-                         'requests': requests, 'ok': number(ph.get('ok')), 'failed': failed,
-                         'total_ms': total,
-                         'ms_per_request': total / requests if is_number(total) and requests
-                         else None,
-                         'p50_ms': float(np.percentile(ms, 50, method='inverted_cdf'))
-                         if len(ms) else None,
-                         'p99_ms': float(np.percentile(ms, 99, method='inverted_cdf'))
-                         if len(ms) else None})
+            rows.append(_client_row(point, i, ph, ms))
+        planned = max(number(ph.get('requests')) for ph in phases)
+        logged = {str(ph.get('op')) for ph in phases}
+        for op in kvload_seed.OPS:
+            if op not in logged:
+                rows.append(_client_row(point, i, {'op': op, 'requests': planned}, ()))
     return rows, ok, (min(starts) if starts else None), (max(ends) if ends else None)
+
+
+def _client_row(point, client, ph, ms):
+    """Return one client's row for one phase line (ms: its latencies in ms)."""
+    requests, ok, wrong = number(ph.get('requests')), number(ph.get('ok')), number(
+        ph.get('wrong'))
+    errors = sum(number(v) for v in as_dict(ph.get('errors')).values())
+    total = ph.get('total_ms')
+    return {'point': point['point'], 'repetition': point['repetition'],
+            'server': point['server'], 'layout': point['layout'],
+            'clients': point['clients'], 'client': client, 'op': str(ph.get('op')),
+            'requests': requests, 'ok': ok,
+            'failed': errors + wrong + max(0, requests - ok - errors - wrong),
+            'total_ms': total if is_number(total) else None,
+            'ms_per_request': total / requests if is_number(total) and requests else None,
+            'p50_ms': _pct(ms, 50), 'p99_ms': _pct(ms, 99)}
 
 
 def tables(run_dir):

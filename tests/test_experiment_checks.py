@@ -28,6 +28,16 @@ BAD = [
     ('fidelity', ['--jitter', '30'], '--jitter 30 is more than --jitter-delay 20'),
     ('dht8', ['--timeout', 'nan'], '--timeout nan must be seconds'),
     ('dht8', ['--files', '1000000000000'], '--files 1000000000000 must be'),
+    ('kvload', ['--clients', '0'], '--clients 0 must be a whole number from 1 to 16'),
+    ('kvload', ['--requests', '0'], '--requests 0 must be a whole number from 1 to'),
+    ('kvload', ['--servers', 'ours,foo'],
+     "--servers must list distinct values among ours,redis, not 'ours,foo'"),
+    ('kvload', ['--layouts', 'lan,lan'],
+     "--layouts must list distinct values among local,lan, not 'lan,lan'"),
+    ('kvload', ['--lan-delay', '5'], "--lan-delay='5' is not a time with a unit"),
+    ('kvload', ['--lan-delay', '500ms'], "--lan-delay='500ms' is more than 0.1 s"),
+    ('kvload', ['--workdir', 'relative/dir'],
+     "--workdir must be an absolute path, not 'relative/dir'"),
 ]
 
 
