@@ -146,7 +146,7 @@ def test_main_refuses_bad_flags_before_the_lock_and_the_results_folder(tmp_path)
                           env=dict(os.environ, PYTHONDONTWRITEBYTECODE='1'))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        'dht8: --files 1000000000000 must be a whole number from 1 to 1e+06']
+        'dht8: --files 1000000000000 must be a whole number from 1 to 1000000']
     assert not out.exists() and not (tmp_path / 'w').exists()
 
 

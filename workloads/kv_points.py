@@ -4,7 +4,9 @@
 experiment script stays a short list of its topology and sweep. Every point starts a
 fresh server (ours, ``nodes.kv.server``, or Debian's ``redis-server``) with an empty
 store and a new append-only file under ``--workdir``, so no point depends on an
-earlier one, and removes that file afterwards (it is data, not a result).
+earlier one, and removes that file afterwards (it is data, not a result). The file
+goes in a new folder the point makes under ``--workdir`` (``tempfile.mkdtemp``), so a
+careless ``--workdir`` never loses anything that was there before.
 
 ``load`` points
     One load-generator process (``workloads.kvload``) per client host, one logical
@@ -30,6 +32,7 @@ Log names follow :func:`names` (``analysis.kvload`` uses the same rule).
 import os
 import shutil
 import sys
+import tempfile
 
 from repronet.emu.process import LogReady, TcpListening
 
@@ -76,14 +79,16 @@ class Point:
     def __init__(self, ctx, point):
         self.ctx, self.point, self.params = ctx, point, ctx.params
         self.names = names(point)
-        self.aof_dir = os.path.join(self.params.workdir, 'p%03d' % point['point'])
+        self.aof_dir = None
         self.nodes = []
 
     def run(self):
         """Run the point; nodes are stopped and the log removed on every path."""
+        os.makedirs(self.params.workdir, exist_ok=True)
+        # a new folder of our own: nothing that was there before is ever removed
+        self.aof_dir = tempfile.mkdtemp(prefix='kvload-p%03d-' % self.point['point'],
+                                        dir=self.params.workdir)
         try:
-            shutil.rmtree(self.aof_dir, ignore_errors=True)
-            os.makedirs(self.aof_dir)
             os.chmod(self.aof_dir, 0o755)
             return getattr(self, '_' + self.point['kind'])()
         finally:

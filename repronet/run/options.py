@@ -129,7 +129,9 @@ def check_range(params, flag, low, high, what='a whole number'):
 
 def _num(x):
     """Return a bound as people write it (1000, 0.001, 2^63-1)."""
-    return '2^63-1' if x == 2 ** 63 - 1 else '%g' % x
+    if x == 2 ** 63 - 1:
+        return '2^63-1'
+    return str(int(x)) if x == int(x) and abs(x) < 1e15 else '%g' % x
 
 
 def check_shared(params, limits=None):
