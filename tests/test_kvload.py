@@ -2,9 +2,8 @@
 
 Each test starts its own ``redis-server`` (no persistence) and kills it by PID in teardown.
 The load generator runs as a child process, as the runner starts it, so its exit status,
-stdout JSON lines and one-sentence stderr are what is checked.  ``KVLOAD_BENCH=1`` runs
-the measurement at the end (one sequential client, redis-benchmark, 8 clients in one
-process against 8 processes), which prints figures and asserts nothing about speed.
+stdout JSON lines and one-sentence stderr are what is checked.  Speed is not measured here:
+``benchmarks/kv_placement.py`` prints one sequential client's figures.
 """
 
 import asyncio
@@ -413,59 +412,3 @@ def test_latency_stats_are_nearest_rank():
     stats = latency_stats(np.arange(1, 11, dtype=float))
     assert stats == {'p50_us': 5.0, 'p90_us': 9.0, 'p99_us': 10.0, 'max_us': 10.0,
                      'mean_us': 5.5}
-
-
-# -- measurement (KVLOAD_BENCH=1; prints figures, asserts only correctness) --------------------
-
-def _bench_csv(port, *args):
-    """redis-benchmark --csv rows as dicts keyed by its header."""
-    out = subprocess.run(['redis-benchmark', '-p', str(port), '--csv'] + [str(a) for a in args],
-                         capture_output=True, text=True, timeout=600, check=True).stdout
-    rows = [line.replace('"', '').split(',') for line in out.splitlines() if line.strip()]
-    return [dict(zip(rows[0], row)) for row in rows[1:]]
-
-
-def _aggregate(records):
-    """Requests answered / first send to last reply, over every phase line given."""
-    phases = [r for r in records if r['event'] == 'phase']
-    span = max(p['end'] for p in phases) - min(p['start'] for p in phases)
-    return sum(p['done'] for p in phases) / span
-
-
-@needs_redis
-@pytest.mark.timeout(1800)
-@pytest.mark.skipif(os.environ.get('KVLOAD_BENCH') != '1', reason='set KVLOAD_BENCH=1 to measure')
-def test_measure_against_redis(server, capsys):
-    """Print 1 seq. client (100K per op), redis-benchmark -c 1, 8 clients in 1 vs 8 processes."""
-    n = int(os.environ.get('KVLOAD_BENCH_REQUESTS', '100000'))
-    lines = []
-    for rep in range(2):
-        status, records, err = _kvload(server.port, '--requests', n, timeout=600)
-        assert status == 0, err
-        per_op = ', '.join('%s %.0f ms p50 %.1f us p99 %.1f us' % (
-            p['op'], p['total_ms'], p['p50_us'], p['p99_us']) for p in _phases(records).values())
-        s = _summary(records)
-        lines.append('kvload 1 client seq (%s) rep %d: %s; %.0f req/s, cpu %.2f s' % (
-            s['loop'], rep, per_op, s['ops_per_s'], s['run_cpu_s']))
-        rows = _bench_csv(server.port, '-t', 'set,get', '-n', n, '-c', 1)
-        lines.append('redis-benchmark -c 1 rep %d: %s' % (rep, ', '.join(
-            '%s %s req/s p50 %s ms' % (r['test'], r['rps'], r['p50_latency_ms']) for r in rows)))
-        status, records, err = _kvload(server.port, '--clients', 8, '--requests', n // 4,
-                                       timeout=600)
-        assert status == 0, err
-        lines.append('kvload 8 clients in 1 process rep %d: %.0f req/s aggregate, cpu %.2f s' % (
-            rep, _aggregate(records), _summary(records)['run_cpu_s']))
-        with contextlib.ExitStack() as stack:
-            procs = [stack.enter_context(_started(server.port, '--client-base', c,
-                                                  '--requests', n // 4, '--barrier'))
-                     for c in range(8)]
-            for p in procs:
-                p.stdin.write('go\n')
-                p.stdin.flush()
-            results = [_finish(p, timeout=600) for p in procs]
-        assert all(status == 0 for status, _, _ in results)
-        lines.append('kvload 8 processes x 1 client rep %d: %.0f req/s aggregate, cpu %.2f s' % (
-            rep, _aggregate([r for _, recs, _ in results for r in recs]),
-            sum(_summary(recs)['run_cpu_s'] for _, recs, _ in results)))
-    with capsys.disabled():
-        print('\n' + '\n'.join(lines))
