@@ -6,6 +6,9 @@ the attacker gets an error or a closed connection while a bystander is still ser
 timing is asserted: the quadratic-parse test counts parser work, not seconds.
 """
 
+import select
+import time
+
 import pytest
 import redis
 
@@ -145,3 +148,54 @@ def test_a_corrupt_huge_length_is_still_cut_as_a_bad_tail(tmp_path):
         c = Client(p.port)
         assert c.ask(command('GET', 'a'), 1) == [b'1']
         c.close()
+
+
+def _closed_with(clients, want, timeout=30):
+    """Wait until at least `want` clients are closed by the server; return their first
+    replies (an error object, or None when the close came without one)."""
+    open_, got = {c.sock: c for c in clients}, []
+    end = time.monotonic() + timeout
+    while len(got) < want and open_ and time.monotonic() < end:
+        ready, _, _ = select.select(list(open_), [], [], end - time.monotonic())
+        for sock in ready:
+            c = open_.pop(sock)
+            replies = c.replies(1)
+            got.append(replies[0] if replies else None)
+            c.wait_closed()
+    return got
+
+
+def test_many_clients_holding_unfinished_requests_stay_within_max_input_bytes():
+    # Memory was bounded per client only: each could hold one unfinished request of up to
+    # about max_request_bytes, so 200 clients holding 1 MB each took RSS from 30 to 259 MB
+    # (10 GB with 10000 clients). Now the total is bounded by --max-input-bytes: the
+    # clients holding the most are closed with an error and a bystander is still served.
+    budget, each, n = 4 << 20, 512 << 10, 20
+    head = b'*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n' % (1 << 20)
+    with KVProc('--max-input-bytes', budget) as p:
+        bystander = Client(p.port)
+        assert bystander.ask(command('PING'), 1) == [b'PONG']
+        before = p.rss_kb()
+        flood = [Client(p.port) for _ in range(n)]
+        for c in flood:
+            try:
+                c.send(head + b'x' * each)
+            except OSError:         # already closed: its error may be lost with the RST
+                pass
+        # at most budget // each of them fit; the others must be closed
+        got = _closed_with(flood, n - budget // each)
+        assert len(got) >= n - budget // each, got
+        errors = [str(e) for e in got if isinstance(e, Exception)]
+        assert errors and all('max input buffer' in e for e in errors), got
+        grown = p.rss_kb() - before
+        print('RSS %d kB before, grown by %d kB with %d clients sending %d KiB each'
+              % (before, grown, n, each >> 10))
+        assert grown < 2 * budget >> 10, grown      # about 5 MB here; 11.7 MB without a budget
+        value = b'v' * 1000
+        assert bystander.ask(command('SET', 'b', value) + command('GET', 'b'), 2) \
+            == [b'OK', value]
+        for c in flood + [bystander]:
+            c.close()
+        summary, status = p.stop()
+    assert status == 0 and summary['input_closed'] >= n - budget // each
+    assert summary['input_bytes'] <= budget

@@ -13,6 +13,12 @@ Memory per connection is bounded without trusting the client to read its replies
   `pause_writing`, or replies held for an fdatasync); reading from the socket pauses until
   the client has read its replies;
 - a client whose unsent replies exceed ``--max-pending-bytes`` anyway is closed;
+- across clients, the input held in unfinished requests (the parser's buffered bytes) and
+  in backlogs is a running total (`KVServer.input_bytes`, updated after each read and feed);
+  when it exceeds ``--max-input-bytes`` the server closes the clients holding the most
+  (`KVServer.shed_input`, a scan of all clients only then) with ``-ERR max input buffer
+  reached``, so many clients each holding a request just under the per-request limit
+  cannot together exhaust memory;
 - a connection beyond ``--max-connections`` gets Redis's ``-ERR max number of clients
   reached`` and is closed; one that neither sends nor drains anything for
   ``--idle-timeout`` seconds is closed.
@@ -28,6 +34,7 @@ import time
 from nodes.dht.common import nodelay
 
 MAX_CLIENTS_REPLY = b'-ERR max number of clients reached\r\n'
+MAX_INPUT_REPLY = b'-ERR max input buffer reached\r\n'
 HIGH_WATER = 256 << 10          # unsent replies per client before its input waits
 _MIN_REQUEST = 5                # bytes of the shortest request with a reply: b'info\n'
 _MIN_REPLY_BOUND = 4096         # a reply that is not a value (INFO's text) fits in this
@@ -51,6 +58,7 @@ class ClientProtocol(asyncio.Protocol):
         self.held_bytes = 0
         self.backlog = b''              # input read but not yet fed to the core
         self.pos = 0
+        self.input_held = 0             # this client's share of node.input_bytes
         self.out_paused = False
         self.reading = True
         self.close_after = False        # close once the held replies are sent
@@ -85,6 +93,8 @@ class ClientProtocol(asyncio.Protocol):
         self.held.clear()
         self.held_bytes = 0
         self.backlog = b''
+        self.node.input_bytes -= self.input_held
+        self.input_held = 0
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -104,6 +114,8 @@ class ClientProtocol(asyncio.Protocol):
             self._deliver(self.conn.receive(data, time.time()))
             if self.held_bytes > node.high_water:
                 self._pause()
+            if self.conn is not None:
+                self._count_input()
             return
         self._feed()
 
@@ -155,9 +167,32 @@ class ClientProtocol(asyncio.Protocol):
         self.backlog, self.pos = (data, pos) if pos < len(data) else (b'', 0)
         if self.backlog or self.out_paused or self.held_bytes > node.high_water:
             self._pause()
-        elif not self.reading:
+        elif not self.reading and not self.transport.is_closing():
             self.reading = True
             self.transport.resume_reading()
+        self._count_input()
+
+    def _count_input(self):
+        """Update this client's share of the server's input total; shed if over budget."""
+        held = self.conn.buffered + len(self.backlog) - self.pos
+        node = self.node
+        node.input_bytes += held - self.input_held
+        self.input_held = held
+        if node.input_bytes > node.max_input:
+            node.shed_input()
+
+    def drop_input(self):
+        """Closed over --max-input-bytes: free its input now, send the error, close."""
+        node = self.node
+        node.input_bytes -= self.input_held
+        self.input_held = 0
+        self.backlog, self.pos = b'', 0
+        self.conn.close(time.time())    # frees the parser's buffer before the socket goes
+        self.held.clear()               # replies waiting for fdatasync are not sent
+        self.held_bytes = 0
+        node.waiting.discard(self)
+        self.transport.write(MAX_INPUT_REPLY)
+        self.transport.close()
 
     def _deliver(self, out):
         """Log what the core wrote, then send (or hold) its replies; close if it says so."""

@@ -292,8 +292,10 @@ class Connection:
         return Output(b''.join(replies), core._records - records, self._closing)
 
     def close(self, now):
-        """The driver closed the connection (after sending the replies, or the peer left)."""
+        """The driver closed the connection (after sending the replies, or the peer left);
+        the input it held is dropped at once."""
         if not self._closed:
             self._closed = True
+            self._parser.clear()
             self._core.connections -= 1
             self._core._now = now

@@ -57,6 +57,11 @@ class RequestParser:
         held = self._at if self._args is not None else 0
         return len(self._buf) - self._pos + self._waiting + held
 
+    def clear(self):
+        """Drop everything buffered (the connection is being closed)."""
+        self._buf, self._pos, self._parts, self._waiting, self._need = b'', 0, [], 0, 0
+        self._args, self._left, self._at = None, 0, 0
+
     def feed(self, data):
         """Append received bytes (parsed lazily by `get`)."""
         if data:

@@ -3,7 +3,8 @@
     python -m nodes.kv.server [--host 127.0.0.1] [--port 6379] [--log PATH]
         [--appendfsync always|everysec|no] [--cache lru|lfu|fifo|none] [--cache-size N]
         [--storage memory|log] [--max-key-bytes N] [--max-value-bytes N] [--max-keys N]
-        [--max-connections N] [--max-pending-bytes N] [--idle-timeout S]
+        [--max-connections N] [--max-pending-bytes N] [--max-input-bytes N]
+        [--idle-timeout S]
         [--loop auto|uvloop|asyncio] [--profile PATH]
 
 Stdout is JSON lines (`nodes.dht.common.JsonLog`): ``recovery`` when the log had a bad
@@ -17,7 +18,8 @@ The core decides; this driver moves bytes, time and log records. `KVServer` owns
 listener, the core and the log file (`durable`: recovery at start-up, appends, the
 ``appendfsync`` policy with group commit); each client is a `connection.ClientProtocol`,
 which also keeps that client's memory bounded (input slices, a high-water mark of unsent
-replies, ``--max-pending-bytes``, ``--max-connections``, ``--idle-timeout``). Unlike
+replies, ``--max-pending-bytes``, ``--max-connections``, ``--idle-timeout``) and, with
+the server, the input held by all clients together (``--max-input-bytes``). Unlike
 Redis's default timeout of 0, an idle client is closed after 300 s by default, so a
 client that stopped reading does not hold its buffers forever.
 
@@ -42,6 +44,8 @@ from nodes.kv.connection import HIGH_WATER, ClientProtocol, slice_bytes  # noqa:
 from nodes.kv.core import KVConfig, KVCore  # noqa: E402
 
 MAX_PENDING_BYTES = 64 << 20    # unsent replies per client before it is closed
+MAX_INPUT_BYTES = 256 << 20     # unfinished input of all clients together
+_READ_ROOM = 1 << 20            # a client's reads beyond its largest request (backlog)
 MAX_BULK = 512 << 20            # Redis's proto-max-bulk-len: the largest key or value allowed
 IDLE_TIMEOUT = 300.0
 
@@ -57,7 +61,7 @@ class KVServer:
 
     def __init__(self, cfg, loop, log=None, recovery=None, appendfsync='everysec',
                  max_connections=None, max_pending=MAX_PENDING_BYTES,
-                 idle_timeout=IDLE_TIMEOUT):
+                 idle_timeout=IDLE_TIMEOUT, max_input=MAX_INPUT_BYTES):
         read = log.read if log is not None and cfg.storage == 'log' else None
         self.core = KVCore(cfg, recovery=recovery, read=read)
         self.loop = loop
@@ -68,8 +72,10 @@ class KVServer:
         self.high_water = min(HIGH_WATER, max_pending // 2)
         self.slice = slice_bytes(max_pending, cfg.max_value_bytes)
         self.idle_timeout = idle_timeout
+        self.max_input = max_input
+        self.input_bytes = 0            # unfinished requests and backlogs of all clients
         self.counters = dict(rejected_connections=0, slow_closed=0,
-                             idle_closed=0, closed_by_core=0)
+                             idle_closed=0, closed_by_core=0, input_closed=0)
         self.clients = set()
         self.waiting = set()            # clients holding replies until an fdatasync
         self.closing = False
@@ -111,6 +117,17 @@ class KVServer:
         if self._bad_lines <= 20:
             error('closing client %s: %s' % (transport.get_extra_info('peername'), why))
 
+    def shed_input(self):
+        """Over --max-input-bytes: close the clients holding the most input until under."""
+        while self.input_bytes > self.max_input and self.clients:
+            victim = max(self.clients, key=_input_held)
+            if victim.input_held <= 0:
+                return
+            self.counters['input_closed'] += 1
+            self.bad_client(victim.transport, 'the unfinished input of all clients '
+                            'exceeds --max-input-bytes')
+            victim.drop_input()
+
     def _synced(self, synced):
         for client in list(self.waiting):
             client.release(synced)
@@ -141,11 +158,15 @@ class KVServer:
     def summary(self):
         """The core's counters and this driver's."""
         info = dict(self.core.info())
-        info.update(self.counters)
+        info.update(self.counters, input_bytes=self.input_bytes)
         if self.syncer is not None:
             info.update(appendfsync=self.appendfsync, fsyncs=self.syncer.fsyncs,
                         log_file_bytes=self.log.end)
         return info
+
+
+def _input_held(client):
+    return client.input_held
 
 
 def _count(low, high=None):
@@ -212,6 +233,10 @@ def parse_args(argv):
                    'at most 10000)')
     p.add_argument('--max-pending-bytes', type=_count(1024), default=MAX_PENDING_BYTES,
                    metavar='N', help='unsent replies per client before it is closed')
+    p.add_argument('--max-input-bytes', type=_count(1 << 20), default=None, metavar='N',
+                   help='unfinished requests of all clients together before the largest '
+                   'holders are closed (default: 256 MiB, or enough for one largest '
+                   'request)')
     p.add_argument('--idle-timeout', type=_seconds, default=IDLE_TIMEOUT, metavar='S',
                    help='close a client silent this long (0: never)')
     p.add_argument('--loop', choices=('auto', 'uvloop', 'asyncio'), default='auto')
@@ -234,6 +259,13 @@ def parse_args(argv):
                                append_log=bool(args.log))
     except (TypeError, ValueError) as exc:
         p.error(str(exc))
+    need = args.config.max_request_bytes + _READ_ROOM
+    if args.max_input_bytes is None:
+        args.max_input_bytes = max(MAX_INPUT_BYTES, need)
+    elif args.max_input_bytes < need:
+        p.error('--max-input-bytes %d is below %d, the largest request (--max-key-bytes + '
+                '--max-value-bytes + 4096) plus 1 MiB of reads'
+                % (args.max_input_bytes, need))
     return args
 
 
@@ -269,7 +301,8 @@ async def _main(args, out):
                      bad_tail))
             out.write('recovery', flush=True, **recovered)
     node = KVServer(args.config, loop, log, recovery, args.appendfsync,
-                    args.max_connections, args.max_pending_bytes, args.idle_timeout)
+                    args.max_connections, args.max_pending_bytes, args.idle_timeout,
+                    args.max_input_bytes)
     node.stop = stop
     try:
         host, port = await node.start(args.host, args.port)
