@@ -198,6 +198,8 @@ def report(manifest, data, drawn):
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                  if manifest.get('error') else ''),
              '- machine: %s' % machine.describe(manifest),
+             '- our server\'s event loop: %s' % (', '.join(
+                 str(x) for x in manifest.get('kv_server_loops') or []) or 'not recorded'),
              '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
              'when more than %g %% of its samples are over %g %% busy' % (
                  _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]

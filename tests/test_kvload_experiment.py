@@ -65,6 +65,7 @@ def test_smoke_run_end_to_end(tmp_path):
     ready = [x for x in lines if x.get('event') == 'ready'][0]
     summary = [x for x in lines if x.get('event') == 'summary'][-1]
     assert ready['loop'] == 'uvloop' and summary['commands'] >= 3 * requests
+    assert manifest['kv_server_loops'] == ['uvloop']
     report = (out / 'report.md').read_text()
     assert 'seed_ms_per_request' in report and 'machine: ' in report
     targets = pd.read_csv(out / 'tables' / 'targets.csv')

@@ -182,6 +182,10 @@ class KvLoad(Experiment):
     def run_point(self, ctx, point):
         """Run one point (workloads.kv_points); note what failed."""
         result = kv_points.Point(ctx, point).run()
+        if result.get('loop'):              # the manifest names the event loop that ran
+            loops = set(ctx.results.manifest.get('kv_server_loops', [])) | {result['loop']}
+            if loops != set(ctx.results.manifest.get('kv_server_loops', [])):
+                ctx.results.update(kv_server_loops=sorted(loops))
         problem = kv_points.failures(point, result)
         if problem:
             self.failures.append('p%03d: %s' % (point['point'], problem))

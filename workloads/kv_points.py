@@ -29,6 +29,7 @@ careless ``--workdir`` never loses anything that was there before.
 Log names follow :func:`names` (``analysis.kvload`` uses the same rule).
 """
 
+import json
 import os
 import shutil
 import sys
@@ -81,6 +82,7 @@ class Point:
         self.names = names(point)
         self.aof_dir = None
         self.nodes = []
+        self.loop = None                # the event loop our server reported (uvloop|asyncio)
 
     def run(self):
         """Run the point; nodes are stopped and the log removed on every path."""
@@ -90,7 +92,10 @@ class Point:
                                         dir=self.params.workdir)
         try:
             os.chmod(self.aof_dir, 0o755)
-            return getattr(self, '_' + self.point['kind'])()
+            result = getattr(self, '_' + self.point['kind'])()
+            if self.loop is not None:
+                result['loop'] = self.loop
+            return result
         finally:
             self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
             shutil.rmtree(self.aof_dir, ignore_errors=True)
@@ -103,6 +108,8 @@ class Point:
         node = self.ctx.start_node(host, self.names['server'], argv, ready=ready,
                                    suffix=suffix, timeout=60)
         self.nodes.append(node)
+        if self.point['server'] == 'ours':
+            self.loop = event_loop(node.log_path)
         return node, self.ctx.host(host).IP()
 
     def _load(self):
@@ -179,6 +186,22 @@ class Point:
         self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
         result['profile_written'] = os.path.exists(path)
         return result
+
+
+def event_loop(log_path):
+    """Return the event loop our server's ready line names, or None."""
+    try:
+        with open(log_path) as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(record, dict) and record.get('event') == 'ready':
+                    return record.get('loop')
+    except OSError:
+        pass
+    return None
 
 
 def failures(point, result):
