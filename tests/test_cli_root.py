@@ -113,6 +113,15 @@ def remaining(pids, namespaces, state):
     return left
 
 
+def _cmdline(pid):
+    """Return a process's argv, or [] once it is gone."""
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as f:
+            return [a.decode(errors='replace') for a in f.read().split(b'\0') if a]
+    except OSError:
+        return []
+
+
 @pytest.mark.root
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize('switch', ['lxbr', 'ovs', 'osken'])
@@ -152,7 +161,10 @@ def test_clean_removes_what_a_sigkilled_run_left(tmp_path, switch):
     assert any('namespace' in item for item in before), before   # h2's background sleep
     assert ('OVS bridge s1' if switch != 'lxbr' else 'interface s1') in before, before
     # the background sleep keeps h2's namespace, and its delay rules, alive
-    h2 = next(int(item.split()[1]) for item in before if 'namespace' in item)
+    # (h2's own sleep: a host shell of the killed run may be exiting at this moment, and
+    # nsenter into a process that is gone prints nothing)
+    h2 = next(pid for pid in (int(item.split()[1]) for item in before if 'namespace' in item)
+              if _cmdline(pid) == ['sleep', '601'])
     rules = subprocess.run(['nsenter', '--net=/proc/%d/ns/net' % h2, 'iptables-save',
                             '-t', 'raw'], capture_output=True, text=True).stdout
     assert 'NFQUEUE' in rules, rules
