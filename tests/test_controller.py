@@ -19,17 +19,12 @@ import time
 import pytest
 
 from repronet.emu.controller import APP, find_osken_manager
+from tests.ports import accepts, free_port
 
 OSKEN = find_osken_manager()
 needs_osken = pytest.mark.skipif(OSKEN is None, reason='osken-manager not installed '
                                  '(Debian package python3-os-ken)')
 
-
-def _free_port():
-    """A TCP port the kernel just handed out on loopback (free right now)."""
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 def _records(path):
@@ -81,28 +76,20 @@ def _start_app(tmp_path, port, **env):
     return proc, log
 
 
-def _accepts(port):
-    """True when something accepts TCP connections on 127.0.0.1:port."""
-    try:
-        with socket.create_connection(('127.0.0.1', port), timeout=1):
-            return True
-    except OSError:
-        return False
-
 
 @needs_osken
 def test_app_survives_garbage_and_stops_cleanly_on_sigterm(tmp_path):
     """Garbage on the OpenFlow port does not kill it; SIGTERM gives final_round, stopped, exit 0."""
-    port = _free_port()
+    port = free_port()
     proc, log = _start_app(tmp_path, port)
     try:
-        _wait_for(lambda: _accepts(port), 30, 'the controller to listen')
+        _wait_for(lambda: accepts(port), 30, 'the controller to listen')
         for junk in (b'\x00' * 64, b'GET / HTTP/1.0\r\n\r\n', b'\x04\x00\x00\x08'):
             with socket.create_connection(('127.0.0.1', port), timeout=2) as sock:
                 sock.sendall(junk)
         time.sleep(0.5)
         assert proc.poll() is None, 'controller died on garbage input'
-        assert _accepts(port), 'controller stopped accepting connections after garbage input'
+        assert accepts(port), 'controller stopped accepting connections after garbage input'
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
     finally:
@@ -118,7 +105,7 @@ def test_app_survives_garbage_and_stops_cleanly_on_sigterm(tmp_path):
 @needs_osken
 def test_app_rejects_bad_configuration_with_clear_error(tmp_path):
     """A non-numeric interval stops the app at start with one sentence naming the variable."""
-    proc, _ = _start_app(tmp_path, _free_port(), REPRONET_STATS_INTERVAL='often')
+    proc, _ = _start_app(tmp_path, free_port(), REPRONET_STATS_INTERVAL='often')
     assert proc.wait(30) == 2
     err = (tmp_path / 'c0.err').read_text()
     assert "REPRONET_STATS_INTERVAL must be a number, got 'often'" in err
@@ -231,7 +218,7 @@ def test_learning_switch_counts_a_known_transfer_on_every_port_of_the_path(tmp_p
     from analysis.portstats import counter_delta, port_stats_table
     from repronet.emu.controller import OsKenController
 
-    port = _free_port()
+    port = free_port()
     log_dir = tmp_path / 'logs'
     net = Mininet(topo=LinearTopo(3), autoSetMacs=True, waitConnected=False,
                   switch=partial(OVSSwitch, datapath='user', protocols='OpenFlow13'),
@@ -313,7 +300,7 @@ def test_controller_refuses_a_port_in_use_and_reports_a_dead_process(tmp_path):
         busy.listen(1)
         with pytest.raises(ControllerError, match='already in use'):
             OsKenController('c9', port=busy.getsockname()[1], log_dir=str(tmp_path))
-    controller = OsKenController('c9', port=_free_port(), log_dir=str(tmp_path))
+    controller = OsKenController('c9', port=free_port(), log_dir=str(tmp_path))
     controller.stats_interval = 'never'   # the app rejects this value at start
     try:
         with pytest.raises(ControllerError, match='REPRONET_STATS_INTERVAL must be a number'):
@@ -343,7 +330,7 @@ time.sleep(120)
 def test_a_sigkilled_runner_takes_its_controller_with_it(tmp_path):
     """The controller's PID reaches on_start before it listens, and the controller dies with
     the process that started it (an orphan kept port 6653 and broke every later run)."""
-    port = _free_port()
+    port = free_port()
     said = tmp_path / 'said'
     runner = subprocess.Popen([sys.executable, '-c', RUNNER_STAND_IN, str(port), str(said),
                                str(tmp_path)], cwd=os.path.dirname(APP) + '/..')

@@ -24,6 +24,7 @@ import pytest
 
 from workloads.kvload import latency_stats, read_latencies
 from workloads.kvload_client import KvClient, Workload
+from tests.ports import accepts, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REDIS = shutil.which('redis-server')
@@ -33,20 +34,6 @@ PHASE_FIELDS = {'client', 'op', 'requests', 'done', 'ok', 'errors', 'wrong', 'st
                 'total_ms', 'p50_us', 'p90_us', 'p99_us', 'max_us', 'mean_us'}
 
 
-def _free_port():
-    """A TCP port the kernel just handed out on loopback (free right now)."""
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
-
-
-def _accepts(port):
-    """True when something accepts TCP connections on 127.0.0.1:port."""
-    try:
-        with socket.create_connection(('127.0.0.1', port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 class _Redis:
@@ -54,14 +41,14 @@ class _Redis:
 
     def __init__(self, tmp_path):
         for _ in range(3):          # another process may take the port between probe and bind
-            self.port = _free_port()
+            self.port = free_port()
             self.proc = subprocess.Popen(
                 [REDIS, '--port', str(self.port), '--bind', '127.0.0.1', '--save', '',
                  '--appendonly', 'no', '--daemonize', 'no', '--dir', str(tmp_path)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 20
             while self.proc.poll() is None and time.monotonic() < deadline:
-                if _accepts(self.port):
+                if accepts(self.port):
                     return
                 time.sleep(0.02)
             self.kill()
@@ -284,7 +271,7 @@ def test_barrier_holds_the_first_request_until_go(server):
 
 def test_connection_refused_is_one_sentence():
     """Nobody listening: exit 1, one sentence naming the address."""
-    port = _free_port()
+    port = free_port()
     status, records, err = _kvload(port, '--requests', 10, timeout=60)
     assert status == 1
     assert _one_sentence(err).startswith('kvload: cannot connect to 127.0.0.1:%d' % port)
@@ -339,7 +326,7 @@ def test_a_server_that_closes_cleanly_mid_phase_is_a_failure():
 ])
 def test_bad_arguments_exit_2_with_one_sentence(args, words):
     """Checked before connecting: status 2, one line on stderr, nothing on stdout."""
-    p = subprocess.run(_argv(_free_port(), *args), cwd=ROOT, capture_output=True, text=True,
+    p = subprocess.run(_argv(free_port(), *args), cwd=ROOT, capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and p.stdout == ''
     assert words in _one_sentence(p.stderr)

@@ -29,7 +29,6 @@ careless ``--workdir`` never loses anything that was there before.
 Log names follow :func:`names` (``analysis.kvload`` uses the same rule).
 """
 
-import json
 import os
 import shutil
 import sys
@@ -108,8 +107,8 @@ class Point:
         node = self.ctx.start_node(host, self.names['server'], argv, ready=ready,
                                    suffix=suffix, timeout=60)
         self.nodes.append(node)
-        if self.point['server'] == 'ours':
-            self.loop = event_loop(node.log_path)
+        if isinstance(ready, LogReady) and ready.record:    # ours: its ready line
+            self.loop = ready.record.get('loop')
         return node, self.ctx.host(host).IP()
 
     def _load(self):
@@ -186,22 +185,6 @@ class Point:
         self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
         result['profile_written'] = os.path.exists(path)
         return result
-
-
-def event_loop(log_path):
-    """Return the event loop our server's ready line names, or None."""
-    try:
-        with open(log_path) as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(record, dict) and record.get('event') == 'ready':
-                    return record.get('loop')
-    except OSError:
-        pass
-    return None
 
 
 def failures(point, result):

@@ -50,6 +50,7 @@ class LogReady:
 
     def __init__(self, event='ready'):
         self.event = event
+        self.record = None          # the ready line itself, once seen (its fields: port...)
         self._offset = 0
         self._partial = b''
 
@@ -70,6 +71,7 @@ class LogReady:
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get('event') == self.event:
+                self.record = record
                 return True
         return False
 
