@@ -54,7 +54,7 @@ import types
 
 import numpy as np
 
-from nodes.dht.common import JsonLog, error, wait_go
+from nodes.dht.common import JsonLog, error, loop_factory, wait_go
 from workloads.kvload_client import TICK_NS, KvClient, Workload
 
 OPS = ('set', 'get', 'del')
@@ -153,15 +153,11 @@ def parse_args(argv):
 
 
 def _loop_factory(p, choice):
-    """The event loop factory and name for --loop."""
-    if choice != 'asyncio':
-        try:
-            import uvloop
-            return uvloop.new_event_loop, 'uvloop'
-        except ImportError:
-            if choice == 'uvloop':
-                p.error('--loop uvloop asked for, but uvloop is not installed')
-    return asyncio.new_event_loop, 'asyncio'
+    """(loop factory, name) for --loop (nodes.dht.common.loop_factory); usage error if missing."""
+    try:
+        return loop_factory(choice)
+    except ValueError as e:
+        p.error(str(e))
 
 
 class _Run:

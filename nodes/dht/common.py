@@ -1,4 +1,5 @@
-"""What the three asyncio drivers share: the JSON-lines log, socket options, shutdown.
+"""What the asyncio drivers share (DHT nodes, the KV server, the KV load generator): the
+JSON-lines log, socket options, the event loop choice, shutdown.
 
 Every record is one compact JSON object per line on stdout with `t` (wall-clock seconds,
 the same value the core was given as `now`) and `event`. Human-readable errors go to
@@ -91,3 +92,17 @@ def run_main(kind, name, coroutine):
         error('%s %s: %s' % (kind, name, exc))
         return 1
     return 0
+
+
+def loop_factory(choice):
+    """(event loop factory, name) for a --loop auto|uvloop|asyncio flag: uvloop when
+    importable unless asyncio is asked for; ValueError (one sentence) when uvloop is asked
+    for and missing."""
+    if choice != 'asyncio':
+        try:
+            import uvloop
+            return uvloop.new_event_loop, 'uvloop'
+        except ImportError:
+            if choice == 'uvloop':
+                raise ValueError('--loop uvloop: the uvloop module is not installed') from None
+    return asyncio.new_event_loop, 'asyncio'

@@ -38,7 +38,7 @@ if __package__ in (None, ''):       # run as nodes/kv/server.py: make the repo i
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
 
-from nodes.dht.common import JsonLog, error, stop_event_on_signals  # noqa: E402
+from nodes.dht.common import JsonLog, error, loop_factory, stop_event_on_signals  # noqa: E402
 from nodes.kv import durable  # noqa: E402
 from nodes.kv.connection import HIGH_WATER, ClientProtocol, slice_bytes  # noqa: E402
 from nodes.kv.core import KVConfig, KVCore  # noqa: E402
@@ -270,15 +270,11 @@ def parse_args(argv):
 
 
 def _pick_loop(p, choice):
-    """(loop factory, name) for --loop; uvloop when importable unless asked otherwise."""
-    if choice != 'asyncio':
-        try:
-            import uvloop
-            return uvloop.new_event_loop, 'uvloop'
-        except ImportError:
-            if choice == 'uvloop':
-                p.error('--loop uvloop: the uvloop module is not installed')
-    return asyncio.new_event_loop, 'asyncio'
+    """(loop factory, name) for --loop (nodes.dht.common.loop_factory); usage error if missing."""
+    try:
+        return loop_factory(choice)
+    except ValueError as e:
+        p.error(str(e))
 
 
 async def _main(args, out):
