@@ -14,7 +14,7 @@ import pandas as pd
 
 from analysis import figures
 from analysis.inputs import number
-from analysis.dht8_report import nan
+from analysis.tables import nan
 from analysis.dht8_seed import SIZE_LABELS
 
 

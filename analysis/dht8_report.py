@@ -8,23 +8,13 @@ configured delay, and which inputs were missing or could not be read. A target's
 carries its failed operations and a CPU-bound note beside it.
 """
 
-import math
 
 import pandas as pd
 
 from analysis import inputs, machine
+from analysis.tables import cell as _f, nan
 from analysis.dht8_logs import cpu_bar
 from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
-
-
-def nan(v):
-    """True when v is None or NaN."""
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
-
-
-def _f(v, fmt='%.3f'):
-    """Format a number or return a dash."""
-    return '-' if nan(v) else fmt % v
 
 
 def _pct(fraction):

@@ -6,12 +6,12 @@ with failed operations is never called met, and one measured while the CPU was t
 says so beside its verdict.
 """
 
-import math
 import pathlib
 
 import pandas as pd
 
 from analysis import inputs, machine
+from analysis.tables import cell as _f, nan
 from analysis.kvload_seed import (OP_NAMES, OPS, SEED_MACHINE, SEED_REQUESTS, SEED_SOURCE,
                                   aggregate_ops_per_s)
 from analysis.stats import cpu_bar
@@ -19,16 +19,6 @@ from analysis.stats import cpu_bar
 P50_GOAL = 1.5          # one sequential client: our p50 within 1.5x of Redis's
 BENCH_GOAL = 0.5        # redis-benchmark -c 50 unpipelined: at least half of Redis's rate
 TARGET_COLUMNS = ['target', 'measured', 'goal', 'verdict', 'notes']
-
-
-def nan(v):
-    """True when v is None or NaN."""
-    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
-
-
-def _f(v, fmt='%.3f'):
-    """Format a number or return a dash."""
-    return '-' if nan(v) else fmt % v
 
 
 def _row(response, server, clients, op, layout='local'):

@@ -5,7 +5,10 @@ the experiment's fixed float format and '\\n' line ends, whatever the platform. 
 lets ``python -m analysis RUN_DIR`` promise identical tables on regeneration.
 """
 
+import math
 import pathlib
+
+import pandas as pd
 
 
 def write_tables(run_dir, tables, float_format):
@@ -15,3 +18,13 @@ def write_tables(run_dir, tables, float_format):
     for name, df in tables.items():
         df.to_csv(folder / ('%s.csv' % name), index=False, float_format=float_format,
                   lineterminator='\n')
+
+
+def nan(v):
+    """True when v is None or NaN (a cell a table or report shows as a dash)."""
+    return v is None or (isinstance(v, float) and math.isnan(v)) or v is pd.NA
+
+
+def cell(v, fmt='%.3f'):
+    """Format a number for a report, or return a dash for a missing one."""
+    return '-' if nan(v) else fmt % v
