@@ -4,8 +4,8 @@ import dataclasses
 import gzip
 import json
 import os
+import pathlib
 import platform
-import shutil
 import subprocess
 import sys
 
@@ -90,10 +90,14 @@ def test_fresh_probe_agrees_and_leaves_nothing_behind():
 
 
 @needs_root
-def test_cgroup_cpu_follows_the_v1_quota_file():
-    v1 = (os.path.exists('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')
-          and shutil.which('cgcreate') is not None)
-    assert capabilities.probe().cgroup_cpu == v1
+def test_cgroup_cpu_follows_the_mounted_cpu_controller():
+    # No cgcreate needed any more: the cgroup files are written directly, v2 or v1.
+    controllers = pathlib.Path('/sys/fs/cgroup/cgroup.controllers')
+    v2 = controllers.exists() and 'cpu' in controllers.read_text().split()
+    v1 = os.path.exists('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')
+    caps = capabilities.probe()
+    assert caps.cgroup_cpu_mechanism == ('v2' if v2 else 'v1' if v1 else None)
+    assert caps.cgroup_cpu == (v2 or v1)
 
 
 @needs_root

@@ -13,8 +13,11 @@ veth pair, so the live network is never touched:
 * ``ovs_kernel``: a generic-netlink query for the ``ovs_datapath`` family (the kernel loads
   the ``openvswitch`` module on that query when it can), so no bridge is created;
 * ``ovs_user``: ``ovs-vswitchd`` answers and offers the ``netdev`` (userspace) datapath;
-* ``cgroup_cpu``: Mininet's ``CPULimitedHost`` steps (cgcreate, cgset of the CFS quota) on a
-  test cgroup, deleted again;
+* ``cgroup_cpu``: a CFS quota on a throwaway cgroup (``rncap-*``), set and read back through
+  the cgroup files and deleted again, on the hierarchy that has the cpu controller;
+  ``cgroup_cpu_mechanism`` says which: ``'v2'`` (``cpu.max``; the trial enables ``+cpu`` at
+  the v2 root, as a run would), ``'v1'`` (``cpu.cfs_quota_us``) or None
+  (``repronet.emu.cpulimit`` uses it for per-host limits);
 * ``osken_manager``: path of the os-ken application manager, or None;
 * ``systemd``: systemd is PID 1 (``/run/systemd/system`` exists, as sd_booted() checks).
 
@@ -37,6 +40,8 @@ import struct
 import subprocess
 import sys
 import uuid
+
+from repronet.emu import cpulimit_cgroups
 
 _TIMEOUT = 10
 _OVS_CTL = '/usr/share/openvswitch/scripts/ovs-ctl'
@@ -65,6 +70,7 @@ class Capabilities:
     osken_manager: object  # str path or None
     systemd: bool
     root: bool
+    cgroup_cpu_mechanism: object = None  # 'v2', 'v1' or None: how cgroup_cpu works
 
     def as_dict(self):
         """Plain dict for the manifest (JSON-serializable)."""
@@ -159,24 +165,15 @@ def _ovs_user():
 
 
 def _cgroup_cpu():
-    """True when Mininet's CPULimitedHost can work: try its cgroup-v1 steps on a test group.
+    """Return 'v2' or 'v1' when a CFS quota can be set on a test cgroup there, else None.
 
-    CPULimitedHost runs ``cgcreate -g cpu,cpuacct,cpuset:/NAME`` and sets
-    ``cpu.cfs_quota_us`` with ``cgset``; a cgroup-v2-only host has no such files. Without
-    root (or cgroup-tools) only the v1 quota file is looked for.
+    Without root nothing is tried: the answer is the hierarchy that has the cpu controller.
     """
-    if os.geteuid() != 0 or not shutil.which('cgcreate'):
-        return os.path.exists('/sys/fs/cgroup/cpu/cpu.cfs_quota_us')
-    name = 'rncap-%s' % uuid.uuid4().hex[:10]
-    group = 'cpu,cpuacct,cpuset:/' + name
-    if not _run(['cgcreate', '-g', group]):
-        return False
-    try:
-        return (_run(['cgset', '-r', 'cpu.cfs_quota_us=10000', name])
-                and (_output(['cgget', '-n', '-v', '-r', 'cpu.cfs_quota_us', name])
-                     or '').strip() == '10000')
-    finally:
-        _run(['cgdelete', '-r', group])
+    for mechanism, root in cpulimit_cgroups.preferred(cpulimit_cgroups.find()):
+        if os.geteuid() != 0 or cpulimit_cgroups.trial(
+                mechanism, root, 'rncap-%s' % uuid.uuid4().hex[:10]):
+            return mechanism
+    return None
 
 
 def _osken_manager():
@@ -189,11 +186,13 @@ def _osken_manager():
 def probe():
     """Probe this host once per process and return its Capabilities."""
     found = _namespace_probes()
+    cgroup_cpu = _cgroup_cpu()
     return Capabilities(
         ovs_kernel=(os.path.isdir('/sys/module/openvswitch')
                     or genl_family_exists('ovs_datapath')),
         ovs_user=_ovs_user(),
-        cgroup_cpu=_cgroup_cpu(),
+        cgroup_cpu=cgroup_cpu is not None,
+        cgroup_cpu_mechanism=cgroup_cpu,
         osken_manager=_osken_manager(),
         systemd=os.path.isdir('/run/systemd/system'),
         root=os.geteuid() == 0,
@@ -211,8 +210,10 @@ _MISSING = {
            'use HTB shaping (TCLink bw=, the default) instead.',
     'ovs_kernel': 'This kernel has no Open vSwitch kernel datapath (module openvswitch); '
                   'use --switch ovs (userspace datapath) or lxbr.',
-    'cgroup_cpu': 'This host has no cgroup cpu controller with CFS quota, so per-host CPU '
-                  'limits (cpu=) are unavailable; drop cpu= from the hosts.',
+    'cgroup_cpu': 'This host mounts no cgroup hierarchy with the cpu controller (neither '
+                  'cgroup v2 listing cpu in cgroup.controllers nor a v1 cpu mount), so '
+                  'per-host CPU limits (cores=, cpu=) are unavailable; drop them from the '
+                  'hosts or use a kernel with CONFIG_CGROUP_SCHED and CONFIG_CFS_BANDWIDTH.',
     'nfqueue': 'This kernel has no iptables NFQUEUE target, so the link-delay fallback '
                'cannot hold packets; drop delay=/jitter= from the links or use a kernel '
                'with sch_netem.',
@@ -249,14 +250,17 @@ def explain(feature, caps=None):
         return ('Open vSwitch is installed but ovs-vswitchd does not answer; start it with '
                 '"%s start" (or "systemctl start openvswitch-switch"), or use --switch lxbr.'
                 % _OVS_CTL)
-    if feature == 'cgroup_cpu' and not shutil.which('cgcreate'):
-        return ('cgcreate is missing (Debian package cgroup-tools), so per-host CPU limits '
-                '(cpu=) are unavailable; install it or drop cpu= from the hosts.')
-    if feature == 'cgroup_cpu' and os.path.exists('/sys/fs/cgroup/cgroup.controllers'):
-        return ("Mininet's CPULimitedHost needs the cgroup-v1 cpu, cpuacct and cpuset "
-                'controllers but this host mounts cgroup v2 only, so per-host CPU limits '
-                '(cpu=) are unavailable; drop cpu= from the hosts or boot with '
-                'systemd.unified_cgroup_hierarchy=0.')
+    if feature == 'cgroup_cpu':
+        roots = cpulimit_cgroups.preferred(cpulimit_cgroups.find())
+        if roots and not caps.root:
+            return ('cgroup_cpu could not be probed because this process is not root; run '
+                    'as root (sudo) to probe and use per-host CPU limits.')
+        if roots:
+            mechanism, root = roots[0]
+            return ('Setting a CFS quota on a test cgroup under %s (cgroup %s) failed, so '
+                    'per-host CPU limits (cores=, cpu=) are unavailable; use a kernel with '
+                    'CONFIG_CFS_BANDWIDTH (and, on v2, no real-time process outside the '
+                    'root group) or drop cores=/cpu= from the hosts.' % (root, mechanism))
     return _MISSING[feature]
 
 
@@ -275,6 +279,8 @@ def report(caps):
         mark = 'yes' if value else 'no'
         if feature == 'osken_manager' and value:
             mark = 'yes (%s)' % value
+        if feature == 'cgroup_cpu' and value:
+            mark = 'yes (cgroup %s)' % caps.cgroup_cpu_mechanism
         lines.append('  %-19s %s' % (feature, mark))
     missing = [f for f in FEATURES if not getattr(caps, f) and f != 'systemd']
     if missing:

@@ -17,7 +17,11 @@ mechanism produced its numbers:
   is off on the hosts' interfaces (packets leave the veth with partial
   checksums that nothing completes), so the builder turns ``tx``, ``tso`` and
   ``gso`` off on every host interface right after start and records it.
-- hosts: ``CPULimitedHost`` as soon as any host in the topology has ``cpu=``.
+- hosts: ``repronet.emu.cpulimit.CPULimitedHost`` as soon as any host asks for a
+  CPU limit (``cores=`` of one core, or Mininet's ``cpu=`` fraction of the machine), on
+  cgroup v2 or v1 as the capability probe found; the limits are checked (and the
+  capability required) in the constructor, before anything starts, and recorded as
+  ``cpu_limits``.
 - links: ``repronet.emu.linkemu.plan`` validates every link before anything
   starts; its ``link_class`` goes to Mininet and ``install(net)`` runs after
   ``net.start()``.
@@ -30,10 +34,10 @@ import functools
 import os
 
 from mininet.net import Mininet
-from mininet.node import CPULimitedHost, Host, OVSBridge, OVSSwitch
+from mininet.node import Host, OVSBridge, OVSSwitch
 from mininet.nodelib import LinuxBridge
 
-from repronet.emu import capabilities, linkemu
+from repronet.emu import capabilities, cpulimit, linkemu
 
 OFFLOADS = ('tx', 'tso', 'gso')
 
@@ -57,11 +61,6 @@ def choose_datapath(switch, datapath, caps):
     return datapath
 
 
-def has_cpu_limits(topo):
-    """Return True if any host of the topology asks for a CPU fraction."""
-    return any(topo.nodeInfo(h).get('cpu') is not None for h in topo.hosts())
-
-
 class Network:
     """A started Mininet network plus what was chosen to build it."""
 
@@ -77,6 +76,10 @@ class Network:
         self.on_built = on_built
         self.log_dir = log_dir
         self.links = linkemu.plan(topo, self.caps, seed=seed)
+        try:
+            self.cpu_limits = cpulimit.plan(topo, self.caps)
+        except cpulimit.CpuLimitError as e:
+            raise NetworkError(str(e))
         self.net = None
         self.controller = None
         self.offloads_off = []
@@ -86,14 +89,14 @@ class Network:
     def start(self):
         """Build and start the network, then install link emulation."""
         switch_cls, controller = self._switch_classes()
-        host_cls = CPULimitedHost if has_cpu_limits(self.topo) else Host
-        if host_cls is CPULimitedHost and not self.caps.cgroup_cpu:
-            raise NetworkError(capabilities.explain('cgroup_cpu', self.caps))
+        host_cls = self.cpu_limits.host_class() if self.cpu_limits else Host
         self.net = Mininet(topo=self.topo, switch=switch_cls, host=host_cls,
                            link=self.links.link_class, controller=controller,
                            autoSetMacs=True, build=False, waitConnected=False)
         try:
             self.net.build()
+        except cpulimit.CpuLimitError as e:
+            raise NetworkError(str(e))
         finally:
             if self.on_built:
                 self.on_built(self)
@@ -172,7 +175,8 @@ class Network:
                                               None), 'pid', None),
             'stats_interval': self.stats_interval
             if self.switch == 'osken' else None,
-            'hosts': 'CPULimitedHost' if has_cpu_limits(self.topo) else 'Host',
+            'hosts': 'CPULimitedHost' if self.cpu_limits else 'Host',
+            'cpu_limits': self.cpu_limits.record() if self.cpu_limits else None,
             'offloads_off': {'features': list(OFFLOADS),
                              'interfaces': list(self.offloads_off)}
             if self.offloads_off else None,
@@ -231,6 +235,8 @@ class Network:
                 self.net.stop()
             except Exception as e:
                 errors.append('mininet: %s' % e)
+        if self.cpu_limits is not None:     # what host termination could not remove
+            errors += ['cpu limits: %s' % e for e in self.cpu_limits.remove_all()]
         if errors:
             raise NetworkError('teardown incomplete: ' + '; '.join(errors))
 

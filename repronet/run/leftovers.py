@@ -33,8 +33,11 @@ namespace, its rules and its veth pairs.  iptables chains that repronet names
 them there, and so are the capability probe's named namespaces
 (``rncap-*``) older than ``PROBE_AGE`` seconds (left by a probe killed
 mid-way; a younger one may be a live probe, which runs without the lock).
-``repronet.run.namespaces`` finds both.  ``repronet clean`` is this
-module's command line.
+``repronet.run.namespaces`` finds both.  CPU-limited hosts run in cgroups
+under a parent named ``repronet`` (``repronet.emu.cpulimit``); a SIGKILLed
+run leaves them, so ``clean()`` removes every group under that parent (killing
+what is still in it, deepest group first) and the parent, and no other group.
+``repronet clean`` is this module's command line.
 """
 
 import contextlib
@@ -301,6 +304,16 @@ def _drop_root_chains():
 
 
 
+def _stale_cgroups():
+    """Remove the CPU-limit cgroups of a crashed run; say on stderr what
+    could not be removed (a run then fails when it makes that group)."""
+    from repronet.emu import cpulimit_cgroups
+    done, failed = cpulimit_cgroups.remove_stale()
+    for problem in failed:
+        print('repronet clean: %s' % problem, file=sys.stderr, flush=True)
+    return done
+
+
 def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
     """Remove what an earlier crashed run left; print (if say) and return
     what went."""
@@ -312,6 +325,8 @@ def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
               % (state_path, live), file=sys.stderr, flush=True)
     elif state is not None:
         done += state.clear()
+    if not live:
+        done += _stale_cgroups()
     for name in _links():
         if MININET_INTF.match(name):
             subprocess.run(['ip', 'link', 'del', name], capture_output=True)
