@@ -30,7 +30,7 @@ import tempfile
 import time
 import zlib
 
-from repronet.emu.process import stop_popen
+from repronet.emu.process import cpu_seconds, stop_popen
 from repronet.emu.linkemu_params import LinkEmulationError
 from repronet.run.results import read_jsonl
 
@@ -65,16 +65,6 @@ def ensure_binary():
 def host_id(host):
     """The daemon's --host-id: mixes the receiving host into every source's generator seed."""
     return zlib.crc32(host.encode())
-
-
-def _cpu_seconds(pid):
-    """User+system CPU seconds of a live process, or None once it is gone."""
-    try:
-        with open(f'/proc/{pid}/stat') as f:
-            fields = f.read().rsplit(')', 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 class _Daemon:
@@ -248,7 +238,7 @@ class DaemonSet:
     def cpu_seconds(self):
         """Per receiving host: user+system CPU seconds its daemon has used so far."""
         for d in self.daemons.values():
-            cpu = _cpu_seconds(d.proc.pid) if d.final is None else None
+            cpu = cpu_seconds(d.proc.pid) if d.final is None else None
             if cpu is not None:
                 d.cpu_s = cpu
         return {name: d.cpu_s for name, d in self.daemons.items()}
@@ -293,7 +283,7 @@ class DaemonSet:
         except Exception:   # a host's namespace may already be gone with the network
             pass
         for d in live:
-            cpu = _cpu_seconds(d.proc.pid)
+            cpu = cpu_seconds(d.proc.pid)
             if cpu is not None:
                 d.cpu_s = cpu
             if d.proc.poll() is None:

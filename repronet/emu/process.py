@@ -133,6 +133,19 @@ def listening_inodes(port, pid='self'):
     return inodes
 
 
+def cpu_seconds(pid):
+    """User+system CPU seconds of a live process (/proc/PID/stat), or None once it is gone.
+
+    Emulated hosts share the machine's PID namespace, so the runner reads a node's own
+    CPU time directly: how much of its CPU limit a server used is a measured figure."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
 def stop_popen(proc, grace):
     """SIGTERM one Popen (our own PID, never a name), SIGKILL after grace seconds; idempotent."""
     if proc.poll() is None:
