@@ -14,6 +14,11 @@ Modules
                (`receive(data, now) -> Output(replies, writes, close)`); no I/O, no clock
     commands   one handler per command (GET, SET, DEL, EXISTS, PING, ECHO, INFO, DBSIZE,
                FLUSHALL/FLUSHDB, QUIT, SELECT, CONFIG, COMMAND, CLIENT) and the dispatch table
+    cluster    Redis Cluster's key -> hash slot, the consistent-hashing ring (virtual nodes)
+               from slots to servers, the --cluster layout parser
+    cluster_commands
+               a server in a layout: -MOVED/-CROSSSLOT for keys of other slots, CLUSTER
+               SLOTS/NODES/SHARDS/INFO/..., COMMAND for redis-py's RedisCluster
     server     the asyncio driver (sockets, log file, appendfsync policy)
 
 Storage: 'memory' keeps values in the key directory (the log is for durability, like Redis's

@@ -5,7 +5,8 @@ Each handler is `handler(core, conn, args) -> reply bytes`, looked up by the com
 together with Redis's arity convention (n: exactly n arguments including the name; -n: at least n).
 Replies and error texts follow Redis 7.0 so that redis-cli, redis-benchmark and redis-py work
 unchanged; only GET and SET without options, and just enough of CONFIG/COMMAND/CLIENT for those
-clients, are implemented.
+clients, are implemented. CLUSTER, READONLY and READWRITE answer as a Redis without cluster
+support does; a server in a cluster uses `cluster_commands.TABLE` instead.
 """
 
 import fnmatch
@@ -86,7 +87,7 @@ def _ping(core, conn, args):
         return PONG
     if len(args) == 2:
         return resp.bulk(args[1])
-    return _arity(b'ping')
+    return arity_error(b'ping')
 
 
 def _echo(core, conn, args):
@@ -115,7 +116,7 @@ def _quit(core, conn, args):
 
 def _select(core, conn, args):
     """SELECT 0 (the only database)."""
-    if not args[1].isdigit():
+    if not args[1].isdigit() or len(args[1]) > 20:     # int() refuses > 4300 digits
         return resp.error('ERR value is not an integer or out of range')
     if int(args[1]) != 0:
         return resp.error('ERR DB index is out of range')
@@ -148,8 +149,8 @@ def _config(core, conn, args):
         core._reset_stats()
         return OK
     if sub in (b'GET', b'RESETSTAT'):
-        return _arity(b'config|' + sub.lower())
-    return _unknown_sub(args[1], b'CONFIG')
+        return arity_error(b'config|' + sub.lower())
+    return unknown_subcommand(args[1], b'CONFIG')
 
 
 def _command(core, conn, args):
@@ -172,11 +173,28 @@ def _client(core, conn, args):
     if sub == b'ID' and len(args) == 2:
         return resp.integer(conn.id)
     if sub in (b'SETNAME', b'GETNAME', b'SETINFO', b'ID'):
-        return _arity(b'client|' + sub.lower())
-    return _unknown_sub(args[1], b'CLIENT')
+        return arity_error(b'client|' + sub.lower())
+    return unknown_subcommand(args[1], b'CLIENT')
 
 
-def _arity(name):
+# Redis 7.0's CLUSTER subcommands: known ones answer "cluster support disabled" on a standalone
+# server, others "unknown subcommand" (Redis checks the subcommand first).
+CLUSTER_SUBCOMMANDS = frozenset(
+    b'ADDSLOTS ADDSLOTSRANGE BUMPEPOCH COUNT-FAILURE-REPORTS COUNTKEYSINSLOT DELSLOTS '
+    b'DELSLOTSRANGE FAILOVER FORGET GETKEYSINSLOT FLUSHSLOTS HELP INFO KEYSLOT LINKS MEET MYID '
+    b'NODES REPLICATE RESET SET-CONFIG-EPOCH SETSLOT REPLICAS SAVECONFIG SLOTS SHARDS '
+    b'SLAVES'.split())
+CLUSTER_DISABLED = resp.error('ERR This instance has cluster support disabled')
+
+
+def _cluster_disabled(core, conn, args):
+    """CLUSTER, READONLY, READWRITE on a server started without --cluster (Redis's errors)."""
+    if args[0].upper() == b'CLUSTER' and args[1].upper() not in CLUSTER_SUBCOMMANDS:
+        return unknown_subcommand(args[1], b'CLUSTER')
+    return CLUSTER_DISABLED
+
+
+def arity_error(name):
     """Redis's wrong-arity error for command `name` (bytes, lower case)."""
     return resp.error(b"ERR wrong number of arguments for '%s' command" % name)
 
@@ -192,14 +210,14 @@ def unknown(args):
                       % (args[0][:128], shown))
 
 
-def _unknown_sub(sub, cmd):
+def unknown_subcommand(sub, cmd):
     """Redis's reply to an unknown subcommand."""
     return resp.error(b"ERR unknown subcommand '%s'. Try %s HELP." % (sub[:128], cmd))
 
 
 def wrong_arity(args):
     """The wrong-arity error for the command in `args`."""
-    return _arity(args[0].lower())
+    return arity_error(args[0].lower())
 
 
 _COMMANDS = {
@@ -207,6 +225,7 @@ _COMMANDS = {
     b'ping': (_ping, -1), b'echo': (_echo, 2), b'info': (_info, -1), b'dbsize': (_dbsize, 1),
     b'flushall': (_flushall, -1), b'flushdb': (_flushall, -1), b'quit': (_quit, -1),
     b'select': (_select, 2), b'config': (_config, -2), b'command': (_command, -1),
-    b'client': (_client, -2),
+    b'client': (_client, -2), b'cluster': (_cluster_disabled, -2),
+    b'readonly': (_cluster_disabled, 1), b'readwrite': (_cluster_disabled, 1),
 }
 TABLE = {**_COMMANDS, **{name.upper(): entry for name, entry in _COMMANDS.items()}}

@@ -37,13 +37,15 @@ MAX_CLIENTS_REPLY = b'-ERR max number of clients reached\r\n'
 MAX_INPUT_REPLY = b'-ERR max input buffer reached\r\n'
 HIGH_WATER = 256 << 10          # unsent replies per client before its input waits
 _MIN_REQUEST = 5                # bytes of the shortest request with a reply: b'info\n'
-_MIN_REPLY_BOUND = 4096         # a reply that is not a value (INFO's text) fits in this
+_MIN_REPLY_BOUND = 4096         # a reply that is not a value (INFO's text) fits in this,
+                                # except CLUSTER SLOTS/NODES/SHARDS (`largest_reply`)
 _SLICE_RANGE = (64, 64 << 10)   # bytes fed to the core at once
 
 
-def slice_bytes(max_pending, max_value):
-    """Bytes of input whose replies cannot exceed max_pending (within _SLICE_RANGE)."""
-    worst = max(max_value + 32, _MIN_REPLY_BOUND)
+def slice_bytes(max_pending, max_value, largest_reply=0):
+    """Bytes of input whose replies cannot exceed max_pending (within _SLICE_RANGE), when no
+    reply is larger than a value or `largest_reply` (the core's `largest_reply()`)."""
+    worst = max(max_value + 32, _MIN_REPLY_BOUND, largest_reply)
     return max(_SLICE_RANGE[0], min(_SLICE_RANGE[1], max_pending * _MIN_REQUEST // worst))
 
 

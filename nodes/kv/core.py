@@ -16,6 +16,11 @@ reads of them are served from it, so the driver never reads bytes it has not wri
 must write what `take_log` returns before its next `receive` call and must call `take_log` even
 without a log file, or build the core with `append_log=False` (no records at all).
 
+With `KVConfig.cluster` (a `cluster.Ring`) and `node_id`, the core is one server of a cluster:
+it dispatches through `cluster_commands.TABLE`, which serves the keys of its own slots and
+redirects the others with -MOVED; without them it is the single node it always was (the
+CLUSTER command then answers Redis's "cluster support disabled").
+
 The cache (cache.py) sits in front of the key directory: SET writes through, DEL and FLUSHALL
 remove, a GET miss of an existing key inserts it. Limits (key and value size, number of keys,
 request size, arguments) answer with an error reply and store nothing; malformed requests get
@@ -24,7 +29,7 @@ Redis's "-ERR Protocol error: ..." and the connection is closed.
 
 from dataclasses import dataclass
 
-from . import aof, cache, commands, resp
+from . import aof, cache, cluster_commands, commands, resp
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class KVConfig:
     max_request_bytes: int = None
     max_args: int = 1 << 20     # Redis takes 2**31-1; max_request_bytes bounds memory
     append_log: bool = True
+    cluster: object = None      # a cluster.Ring: serve only its slots owned by node_id
+    node_id: str = None         # this server's name in `cluster`
 
     def __post_init__(self):
         cache.make(self.cache_policy, self.cache_size)       # raises on a bad policy or size
@@ -54,6 +61,12 @@ class KVConfig:
             raise ValueError('max_request_bytes must be >= 64')
         if self.storage == 'log' and not self.append_log:
             raise ValueError("storage='log' needs append_log=True (the log holds the values)")
+        if (self.cluster is None) != (self.node_id is None):
+            raise ValueError('cluster and node_id go together (a layout and this node in it)')
+        if self.cluster is not None and self.node_id not in \
+                [m.name for m in self.cluster.members]:
+            raise ValueError('node %r is not in the cluster layout (its members are %s)'
+                             % (self.node_id, ', '.join(m.name for m in self.cluster.members)))
 
     def max_payload(self):
         """Largest log record payload these limits can write (for aof.recover)."""
@@ -93,6 +106,12 @@ class KVCore:
         self._max_keys = cfg.max_keys
         self._oom = resp.error('OOM command not allowed when the key limit (max_keys=%d) is '
                                'reached' % cfg.max_keys)
+        self._cluster = self._mine = None       # cluster_commands.ClusterNode, its slots
+        self._table = commands.TABLE
+        if cfg.cluster is not None:
+            self._cluster = cluster_commands.ClusterNode(cfg.cluster, cfg.node_id, self._keydir)
+            self._mine = self._cluster.mine
+            self._table = cluster_commands.TABLE
         self._started = None
         self._now = None
         self._next_id = 1
@@ -136,7 +155,20 @@ class KVCore:
                 'connections_total': self.connections_total, 'rejected': self.rejected,
                 'log_bytes': self._log_end(), 'storage': self.cfg.storage,
                 'cache_policy': self.cfg.cache_policy if c is not None else 'none',
-                'cache_size': c.capacity if c is not None else 0}
+                'cache_size': c.capacity if c is not None else 0,
+                **self.cluster_info()}
+
+    def cluster_info(self):
+        """This node's name, slots owned, slot share and the ring's vnodes ({} if standalone)."""
+        cl = self._cluster
+        if cl is None:
+            return {}
+        return {'node': cl.me.name, 'slots': cl.slots_owned,
+                'slot_share': cl.slots_owned / cluster_commands.SLOTS, 'vnodes': cl.ring.vnodes}
+
+    def largest_reply(self):
+        """Bytes of the largest reply to a request that is not a GET (for input slicing)."""
+        return self._cluster.largest_reply() if self._cluster is not None else 0
 
     # Storage (used by commands.py).
     def _log_end(self):
@@ -207,7 +239,8 @@ class KVCore:
         i = self.info()
         up = (self._now - self._started) if self._started is not None else 0
         return [
-            ('Server', [('redis_version', '7.0.0'), ('redis_mode', 'standalone'),
+            ('Server', [('redis_version', '7.0.0'),
+                        ('redis_mode', 'standalone' if self._cluster is None else 'cluster'),
                         ('server_name', 'repronet-kv'), ('uptime_in_seconds', int(up)),
                         ('storage', i['storage'])]),
             ('Clients', [('connected_clients', i['connections'])]),
@@ -220,6 +253,7 @@ class KVCore:
                        ('cache_entries', len(self._cache) if self._cache else 0),
                        ('cache_hits', i['cache_hits']), ('cache_misses', i['cache_misses']),
                        ('cache_evictions', i['cache_evictions'])]),
+            ('Cluster', [('cluster_enabled', 0 if self._cluster is None else 1)]),
             ('Keyspace', [('db0', 'keys=%d,expires=0,avg_ttl=0' % i['keys'])]
              if i['keys'] else []),
         ]
@@ -259,7 +293,7 @@ class Connection:
         core._now = now
         parser = self._parser
         parser.feed(data)
-        table = commands.TABLE
+        table = core._table
         replies = []
         append = replies.append
         records = core._records
