@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,56 +23,12 @@ import pytest
 
 from workloads.kvload import latency_stats, read_latencies
 from workloads.kvload_client import KvClient, Workload
-from tests.ports import accepts, free_port
+from tests.ports import free_port
+from tests.redis_proc import needs_redis, redis_server  # noqa: F401  (the server fixture)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REDIS = shutil.which('redis-server')
-needs_redis = pytest.mark.skipif(REDIS is None, reason='redis-server not installed '
-                                 '(Debian package redis-server)')
 PHASE_FIELDS = {'client', 'op', 'requests', 'done', 'ok', 'errors', 'wrong', 'start', 'end',
                 'total_ms', 'p50_us', 'p90_us', 'p99_us', 'max_us', 'mean_us'}
-
-
-
-
-class _Redis:
-    """One redis-server child on 127.0.0.1 and a port that was free a moment ago."""
-
-    def __init__(self, tmp_path):
-        for _ in range(3):          # another process may take the port between probe and bind
-            self.port = free_port()
-            self.proc = subprocess.Popen(
-                [REDIS, '--port', str(self.port), '--bind', '127.0.0.1', '--save', '',
-                 '--appendonly', 'no', '--daemonize', 'no', '--dir', str(tmp_path)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 20
-            while self.proc.poll() is None and time.monotonic() < deadline:
-                if accepts(self.port):
-                    return
-                time.sleep(0.02)
-            self.kill()
-        pytest.fail('redis-server did not start on a free port')
-
-    def client(self):
-        """A redis-py connection to this server."""
-        import redis
-        return redis.Redis(host='127.0.0.1', port=self.port, socket_timeout=10)
-
-    def kill(self):
-        """SIGKILL the server (by its PID) and reap it."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def server(tmp_path):
-    """A fresh redis-server for one test."""
-    srv = _Redis(tmp_path)
-    try:
-        yield srv
-    finally:
-        srv.kill()
 
 
 def _argv(port, *args):

@@ -41,67 +41,29 @@ arguments, checked before connecting.
     python -m workloads.kvload --port 6379 --pipeline 16 --ops get --latencies lat.u32
 """
 
-import argparse
 import asyncio
-import contextlib
 import functools
-import math
 import os
-import signal
 import sys
 import time
 import types
 
 import numpy as np
 
-from nodes.dht.common import JsonLog, error, loop_factory, wait_go
-from workloads.kvload_client import TICK_NS, KvClient, Workload
+from nodes.dht.common import error, wait_go
+from workloads.kvload_client import KvClient, Workload
+from workloads.loadgen import (LATENCY_DTYPE, TICK_NS, UsageParser, latency_stats, run_cli,
+                               stop_on_signals, unless_stopped)
+from workloads.loadgen import read_latencies  # noqa: F401  (kvload's readers import it here)
 
 OPS = ('set', 'get', 'del')
 MAX_IN_FLIGHT_BYTES = 256 << 20     # clients x pipeline x value size
 MAX_HELD_LATENCIES = 50_000_000     # clients x requests (4 bytes each, held per phase)
-LATENCY_DTYPE = np.dtype('<u4')
-SIGNALS = {signal.SIGTERM: 'SIGTERM', signal.SIGINT: 'SIGINT'}
-
-
-def read_latencies(path, offset=0, count=None):
-    """Latencies in microseconds (float64) of entries [offset, offset+count) of a latencies file."""
-    data = np.fromfile(path, dtype=LATENCY_DTYPE, count=-1 if count is None else count,
-                       offset=offset * LATENCY_DTYPE.itemsize)
-    return data * (TICK_NS / 1000)
-
-
-def latency_stats(us):
-    """p50/p90/p99 (nearest rank), max and mean of latencies in microseconds."""
-    if len(us) == 0:
-        return {}
-    ordered = np.sort(us)
-    n = len(ordered)
-    stats = {'p%d_us' % p: round(float(ordered[max(0, math.ceil(p * n / 100) - 1)]), 1)
-             for p in (50, 90, 99)}
-    stats['max_us'] = round(float(ordered[-1]), 1)
-    stats['mean_us'] = round(float(ordered.mean()), 3)
-    return stats
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one sentence on stderr and exit status 2."""
-
-    def error(self, message):
-        error('kvload: %s.' % message.rstrip('.'))
-        sys.exit(2)
-
-
-def _bounded(p, args, name, low, high):
-    """Fail with one sentence unless low <= args.<name> <= high."""
-    value = getattr(args, name)
-    if not low <= value <= high:
-        p.error('--%s must be between %s and %s' % (name.replace('_', '-'), low, high))
 
 
 def parse_args(argv):
     """Parse and check the command line (exit 2 with one sentence on a bad one)."""
-    p = _Parser(prog='python -m workloads.kvload', description=__doc__.split('\n')[0])
+    p = UsageParser('kvload', description=__doc__.split('\n')[0])
     p.add_argument('--host', default='127.0.0.1')
     p.add_argument('--port', type=int, default=6379)
     p.add_argument('--clients', type=int, default=1, help='connections in this process')
@@ -117,12 +79,12 @@ def parse_args(argv):
     p.add_argument('--loop', choices=('auto', 'uvloop', 'asyncio'), default='auto')
     p.add_argument('--barrier', action='store_true', help='print ready, wait for "go" on stdin')
     args = p.parse_args(argv)
-    _bounded(p, args, 'port', 1, 65535)
-    _bounded(p, args, 'clients', 1, 1000)
-    _bounded(p, args, 'client_base', 0, 1_000_000)
-    _bounded(p, args, 'requests', 1, 10_000_000)
-    _bounded(p, args, 'pipeline', 1, 1024)
-    _bounded(p, args, 'value_size', 0, 1 << 20)
+    p.bounded(args, 'port', 1, 65535)
+    p.bounded(args, 'clients', 1, 1000)
+    p.bounded(args, 'client_base', 0, 1_000_000)
+    p.bounded(args, 'requests', 1, 10_000_000)
+    p.bounded(args, 'pipeline', 1, 1024)
+    p.bounded(args, 'value_size', 0, 1 << 20)
     if not 0 < args.timeout <= 300:     # keeps every latency below the uint32 clamp
         p.error('--timeout must be more than 0 and at most 300 seconds')
     args.ops = args.ops.split(',')
@@ -143,21 +105,13 @@ def parse_args(argv):
     if args.value_size and len(args.value_prefix) + len(str(last)) > args.value_size:
         p.error('--value-size %d is shorter than the longest value, %s%d'
                 % (args.value_size, args.value_prefix.decode(), last))
-    args.loop_factory, args.loop = _loop_factory(p, args.loop)
+    args.loop_factory, args.loop = p.loop(args.loop)
     if args.latencies is not None:
         try:
             args.latencies_file = open(args.latencies, 'wb')
         except OSError as exc:
             p.error('cannot write --latencies %s: %s' % (args.latencies, exc.strerror or exc))
     return args
-
-
-def _loop_factory(p, choice):
-    """(loop factory, name) for --loop (nodes.dht.common.loop_factory); usage error if missing."""
-    try:
-        return loop_factory(choice)
-    except ValueError as e:
-        p.error(str(e))
 
 
 class _Run:
@@ -243,38 +197,12 @@ class _Run:
                     ops_per_s=round(done / span, 1) if span > 0 else None)
 
 
-def _stop_on_signals(run):
-    """An Event set by SIGTERM/SIGINT, which also records the signal's name."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig, name in SIGNALS.items():
-        def handler(name=name):
-            run.stopped_by = run.stopped_by or name
-            stop.set()
-        loop.add_signal_handler(sig, handler)
-    return stop
-
-
-async def _unless_stopped(awaitable, stop):
-    """Await awaitable unless stop is set first; return (finished, result)."""
-    task = asyncio.ensure_future(awaitable)
-    stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    stopper.cancel()
-    if task.done():
-        return True, task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return False, None
-
-
 async def _main(args, log):
     """Connect, wait at the barrier if asked, run every client, log; return the exit status."""
     run = _Run(args, log)
-    stop = _stop_on_signals(run)
+    stop = stop_on_signals(run)
     cpu0 = sum(os.times()[:2])
-    finished, refused = await _unless_stopped(run.connect(), stop)
+    finished, refused = await unless_stopped(run.connect(), stop)
     problem = None
     if finished and refused:
         problem = 'cannot connect to %s:%d: %s' % (args.host, args.port, refused)
@@ -284,7 +212,7 @@ async def _main(args, log):
         if args.barrier:
             tagged = types.SimpleNamespace(write=functools.partial(log.write, **ready))
             try:
-                finished, _ = await _unless_stopped(wait_go(tagged), stop)
+                finished, _ = await unless_stopped(wait_go(tagged), stop)
             except RuntimeError:
                 problem = 'stdin closed before the "go" line of --barrier'
         else:
@@ -294,7 +222,7 @@ async def _main(args, log):
         for c in run.clients:
             c.start()
         run.watch()
-        finished, _ = await _unless_stopped(
+        finished, _ = await unless_stopped(
             asyncio.wait([c.done for c in run.clients]), stop)
         run.unwatch()
     if not finished:
@@ -345,10 +273,7 @@ def _why_failed(problem, failed, totals):
 
 def main(argv=None):
     """Command-line entry point; returns the exit status."""
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    log = JsonLog()
-    with asyncio.Runner(loop_factory=args.loop_factory) as runner:
-        return runner.run(_main(args, log))
+    return run_cli(parse_args, _main, argv)
 
 
 if __name__ == '__main__':

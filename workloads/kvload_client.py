@@ -32,10 +32,7 @@ import time
 import hiredis
 
 from nodes.dht.common import nodelay
-
-TICK_NS = 100                 # latency unit: 100 ns
-MAX_TICKS = 0xFFFFFFFF        # uint32; a longer latency (> 429 s) is clamped
-MAX_ERROR_KINDS = 32          # further kinds of error replies count under 'other'
+from workloads.loadgen import MAX_TICKS, TICK_NS, count_error
 
 _perf_ns = time.perf_counter_ns
 
@@ -92,10 +89,7 @@ class Phase:
     def judge(self, reply):
         """Count a reply that is not the expected one."""
         if isinstance(reply, hiredis.ReplyError):
-            kind = str(reply).split(' ', 1)[0] or 'ERR'
-            if kind not in self.errors and len(self.errors) >= MAX_ERROR_KINDS:
-                kind = 'other'
-            self.errors[kind] = self.errors.get(kind, 0) + 1
+            count_error(self.errors, reply)
         else:
             self.wrong += 1
 
