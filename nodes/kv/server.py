@@ -5,6 +5,7 @@
         [--storage memory|log] [--max-key-bytes N] [--max-value-bytes N] [--max-keys N]
         [--max-connections N] [--max-pending-bytes N] [--max-input-bytes N]
         [--idle-timeout S]
+        [--cluster NAME=HOST:PORT[*WEIGHT],... --node-id NAME [--vnodes V]]
         [--loop auto|uvloop|asyncio] [--profile PATH]
 
 Stdout is JSON lines (`nodes.dht.common.JsonLog`): ``recovery`` when the log had a bad
@@ -23,6 +24,13 @@ the server, the input held by all clients together (``--max-input-bytes``). Unli
 Redis's default timeout of 0, an idle client is closed after 300 s by default, so a
 client that stopped reading does not hold its buffers forever.
 
+With ``--cluster`` the server is one member of a static Redis-Cluster-like layout (every
+member is started with the same SPEC and its own ``--node-id``): it serves the hash slots the
+consistent-hashing ring (`cluster.Ring`, ``--vnodes`` points per member and weight) gives it,
+answers ``-MOVED <slot> <host>:<port>`` for the others and the CLUSTER commands Redis Cluster's
+clients need (`cluster_commands`); it listens on its member's port (and host, unless ``--host``
+says where to bind), and the ready line adds its name, slots owned and slot share.
+
 ``--profile PATH`` runs the process under cProfile and dumps the stats at exit, the way to
 see where the CPU goes (``python3 -m pstats PATH``).
 """
@@ -39,7 +47,7 @@ if __package__ in (None, ''):       # run as nodes/kv/server.py: make the repo i
         os.path.abspath(__file__)))))
 
 from nodes.dht.common import JsonLog, error, loop_factory, stop_event_on_signals  # noqa: E402
-from nodes.kv import durable  # noqa: E402
+from nodes.kv import cluster, cluster_commands, durable  # noqa: E402
 from nodes.kv.connection import HIGH_WATER, ClientProtocol, slice_bytes  # noqa: E402
 from nodes.kv.core import KVConfig, KVCore  # noqa: E402
 
@@ -70,7 +78,7 @@ class KVServer:
         self.max_connections = max_connections or default_max_connections()
         self.max_pending = max_pending
         self.high_water = min(HIGH_WATER, max_pending // 2)
-        self.slice = slice_bytes(max_pending, cfg.max_value_bytes)
+        self.slice = slice_bytes(max_pending, cfg.max_value_bytes, self.core.largest_reply())
         self.idle_timeout = idle_timeout
         self.max_input = max_input
         self.input_bytes = 0            # unfinished requests and backlogs of all clients
@@ -215,8 +223,10 @@ def parse_args(argv):
     """Parse and check the command line (exit 2 with one sentence on an error)."""
     p = argparse.ArgumentParser(prog='python -m nodes.kv.server',
                                 description=__doc__.split('\n')[0])
-    p.add_argument('--host', default='127.0.0.1', help='address to listen on')
-    p.add_argument('--port', type=_count(0), default=6379, help='TCP port (0: any free one)')
+    p.add_argument('--host', default=None,
+                   help="address to listen on (default 127.0.0.1, or the --cluster member's)")
+    p.add_argument('--port', type=_count(0), default=None,
+                   help="TCP port (0: any free one; default 6379, or the --cluster member's)")
     p.add_argument('--log', metavar='PATH', help='append-only file (default: no persistence)')
     p.add_argument('--appendfsync', choices=durable.POLICIES, default='everysec')
     p.add_argument('--cache', choices=('lru', 'lfu', 'fifo', 'none'), default='lru')
@@ -239,9 +249,17 @@ def parse_args(argv):
                    'request)')
     p.add_argument('--idle-timeout', type=_seconds, default=IDLE_TIMEOUT, metavar='S',
                    help='close a client silent this long (0: never)')
+    p.add_argument('--cluster', metavar='SPEC',
+                   help='the layout NAME=HOST:PORT[*WEIGHT],... (the same on every member): '
+                   'serve the slots of --node-id, redirect the rest with -MOVED')
+    p.add_argument('--node-id', metavar='NAME', help="this server's name in --cluster")
+    p.add_argument('--vnodes', type=_count(1, cluster.MAX_VNODES), default=None, metavar='V',
+                   help='ring points per member and unit of weight (default %d)'
+                   % cluster.DEFAULT_VNODES)
     p.add_argument('--loop', choices=('auto', 'uvloop', 'asyncio'), default='auto')
     p.add_argument('--profile', metavar='PATH', help='dump cProfile stats here at exit')
     args = p.parse_args(argv)
+    ring = _cluster_args(p, args)
     if args.port > 65535:
         p.error('--port %d is above 65535' % args.port)
     if args.storage == 'log' and not args.log:
@@ -256,9 +274,15 @@ def parse_args(argv):
         args.config = KVConfig(cache_policy=args.cache, cache_size=args.cache_size,
                                storage=args.storage, max_key_bytes=args.max_key_bytes,
                                max_value_bytes=args.max_value_bytes, max_keys=args.max_keys,
-                               append_log=bool(args.log))
+                               append_log=bool(args.log), cluster=ring,
+                               node_id=args.node_id if ring else None)
     except (TypeError, ValueError) as exc:
         p.error(str(exc))
+    if ring is not None:
+        largest = cluster_commands.ClusterNode(ring, args.node_id).largest_reply()
+        if args.max_pending_bytes < largest:
+            p.error('--max-pending-bytes %d is below the largest CLUSTER reply of this layout '
+                    '(%d bytes)' % (args.max_pending_bytes, largest))
     need = args.config.max_request_bytes + _READ_ROOM
     if args.max_input_bytes is None:
         args.max_input_bytes = max(MAX_INPUT_BYTES, need)
@@ -267,6 +291,37 @@ def parse_args(argv):
                 '--max-value-bytes + 4096) plus 1 MiB of reads'
                 % (args.max_input_bytes, need))
     return args
+
+
+def _cluster_args(p, args):
+    """The cluster.Ring of --cluster/--node-id/--vnodes (None without --cluster); fills in
+    --host and --port from this node's member; usage error with one sentence if inconsistent."""
+    if args.cluster is None:
+        for flag, value in (('--node-id', args.node_id), ('--vnodes', args.vnodes)):
+            if value is not None:
+                p.error('%s needs --cluster (the layout it applies to)' % flag)
+        args.host = '127.0.0.1' if args.host is None else args.host
+        args.port = 6379 if args.port is None else args.port
+        return None
+    if args.node_id is None:
+        p.error('--cluster needs --node-id NAME (which member of the layout this server is)')
+    try:
+        members = cluster.parse_layout(args.cluster)
+    except ValueError as exc:
+        p.error('--cluster: %s' % exc)
+    me = next((m for m in members if m.name == args.node_id), None)
+    if me is None:
+        p.error('--node-id %s is not in --cluster (its members are %s)'
+                % (args.node_id, ', '.join(m.name for m in members)))
+    if args.port is not None and args.port != me.port:
+        p.error("--port %d differs from %s's port %d in --cluster (where the other members "
+                'redirect its keys)' % (args.port, me.name, me.port))
+    args.host = me.host if args.host is None else args.host
+    args.port = me.port
+    try:
+        return cluster.Ring(members, args.vnodes or cluster.DEFAULT_VNODES)
+    except ValueError as exc:
+        p.error('--cluster: %s' % exc)
 
 
 def _pick_loop(p, choice):
@@ -306,7 +361,7 @@ async def _main(args, out):
         out.write('ready', flush=True, host=host, port=port, loop=args.loop_name,
                   pid=os.getpid(), appendfsync=args.appendfsync if log else None,
                   storage=args.storage, cache=args.cache, cache_size=args.cache_size,
-                  recovered=recovered)
+                  recovered=recovered, **node.core.cluster_info())
         await stop.wait()
     finally:
         await node.close()
