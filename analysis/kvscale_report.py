@@ -1,0 +1,289 @@
+"""Targets, figures and report.md of the kvscale experiment (seed 003).
+
+The seed gives graphs without numbers, so the report sets its *statements* (what its
+authors expected, what they observed and how they explained it) beside the measured
+figures and says, for each, whether this run's data supports it.
+"""
+
+import pathlib
+
+import pandas as pd
+
+from analysis import figures, machine
+from analysis.tables import cell, nan
+
+IMBALANCE_TARGET = 1.1
+
+
+def _failed_note(df):
+    """' (N operations failed)' when any did, else ''."""
+    failed = int(df['failed'].sum()) if len(df) else 0
+    return ' (%d operations failed)' % failed if failed else ''
+
+
+def hit_rate_target(cache):
+    """Rows: LFU >= LRU >= FIFO hit rate at each cache size, with the gaps."""
+    rows = []
+    for size, g in cache.groupby('cache_size', sort=True):
+        rate = dict(zip(g['cache'], g['hit_rate']))
+        lfu, lru, fifo = rate.get('lfu'), rate.get('lru'), rate.get('fifo')
+        if any(nan(v) for v in (lfu, lru, fifo)):
+            continue
+        failed = int(g['failed'].sum())
+        met = lfu >= lru >= fifo and not failed
+        rows.append({'target': 'hit rate LFU >= LRU >= FIFO, cache %d' % size,
+                     'measured': 'LFU %.3f, LRU %.3f, FIFO %.3f (gaps %+.3f, %+.3f)%s' % (
+                         lfu, lru, fifo, lfu - lru, lru - fifo, _failed_note(g)),
+                     'met': met})
+    return rows
+
+
+def imbalance_target(points, vnodes):
+    """Rows: measured key imbalance at the largest server count, with vnodes and with one."""
+    rows = []
+    part = points[points['kind'].isin(['scale', 'skew'])]
+    if not len(part):
+        return rows
+    largest = part['servers'].max()
+    for v in sorted(part['vnodes'].dropna().unique(), reverse=True):
+        g = part[(part['servers'] == largest) & (part['vnodes'] == v)]
+        if not len(g) or g['keys_imbalance'].isna().all():
+            continue
+        worst = g['keys_imbalance'].max()
+        want = v == vnodes and largest >= 10
+        rows.append({
+            'target': ('key imbalance (max/mean) <= %.1f with %d virtual nodes at %d servers'
+                       % (IMBALANCE_TARGET, v, largest)) if want else
+                      ('key imbalance with %d virtual node(s) at %d servers (reported)' % (
+                          v, largest)),
+            'measured': 'worst %.3f over %d points%s' % (worst, len(g), _failed_note(g)),
+            'met': (bool(worst <= IMBALANCE_TARGET) and not int(g['failed'].sum()))
+            if want else None})
+    return rows
+
+
+def throughput_target(throughput):
+    """Rows: throughput grows with servers until the CPUs saturate; where that is."""
+    rows = []
+    for (server, klass, clients), g in throughput.groupby(['server', 'class', 'clients'],
+                                                          sort=True):
+        if len(g) < 2:
+            continue
+        g = g.sort_values('servers')
+        grows = [int(n) for n, s in zip(g['servers'], g['saturated']) if not s][1:]
+        stops = [int(n) for n, s in zip(g['servers'], g['saturated']) if s]
+        bound = [int(n) for n, b in zip(g['servers'], g['cpu_bound']) if b]
+        text = ', '.join('%d: %.0f/s' % (n, r) for n, r in zip(g['servers'], g['ops_per_s'])
+                         if not nan(r))
+        first_stop = stops[0] if stops else None
+        # met: throughput grew up to where it stopped, and it stopped only where the
+        # machine's CPUs were saturated (or never)
+        met = bool(not stops or (first_stop in bound) or (grows and first_stop > grows[-1]
+                                                          and bound))
+        rows.append({
+            'target': 'throughput grows with servers until the CPUs saturate '
+                      '(%s, %s, %d clients)' % (server, klass, clients),
+            'measured': '%s; growth stops at %s; CPU-bound at %s' % (
+                text, first_stop or 'never', ','.join(map(str, bound)) or 'none'),
+            'met': met})
+    return rows
+
+
+def targets(data):
+    """The issue's targets, measured: a DataFrame (target, measured, met)."""
+    points = data['points']
+    vnodes = int(points['vnodes'].max()) if len(points) else 0
+    rows = (hit_rate_target(data['cache']) + imbalance_target(points, vnodes)
+            + throughput_target(data['throughput']))
+    failed = int(points['failed'].sum()) if len(points) else 0
+    rows.append({'target': 'no operation failed', 'measured': '%d failed' % failed,
+                 'met': failed == 0})
+    return pd.DataFrame(rows, columns=['target', 'measured', 'met'])
+
+
+def targets_text(run_dir):
+    """The targets of a finished run as printable lines."""
+    path = pathlib.Path(run_dir) / 'tables' / 'targets.csv'
+    df = pd.read_csv(path)
+    lines = ['kvscale targets (%s):' % run_dir]
+    for _, r in df.iterrows():
+        verdict = {True: 'MET', False: 'NOT MET'}.get(r['met'], 'reported')
+        lines.append('  [%s] %s: %s' % (verdict, r['target'], r['measured']))
+    return '\n'.join(lines)
+
+
+def draw(run_dir, data):
+    """Draw the kvscale figures; return {name: figures.Saved}."""
+    out = pathlib.Path(run_dir) / 'figures'
+    drawn = {}
+    resp = data['response']
+    scale = resp[resp['vnodes'] == resp['vnodes'].max()] if len(resp) else resp
+    for op, label in (('get', 'GET'), ('set', 'PUT (SET)')):
+        for clients in sorted(scale['clients'].unique()) if len(scale) else []:
+            part = scale[scale['clients'] == clients]
+            part = part.assign(series=part['server'] + ' ' + part['class'])
+            name = 'response_%s_c%d' % (op, clients)
+            drawn[name] = figures.lines_over_time(
+                part, 'servers', '%s_mean_ms' % op, 'series', out, name,
+                'Mean %s response time, %d client(s)' % (label, clients), 'servers',
+                'mean response time (ms)')
+    if len(scale):
+        part = scale.assign(series=scale['server'] + ' ' + scale['class'] + ' ' +
+                            scale['clients'].astype(str) + ' clients')
+        drawn['p99_get'] = figures.lines_over_time(
+            part, 'servers', 'get_p99_ms', 'series', out, 'p99_get',
+            '99th percentile GET response time', 'servers', 'p99 (ms)')
+    thr = data['throughput']
+    if len(thr):
+        part = thr.assign(series=thr['server'] + ' ' + thr['class'] + ' ' +
+                          thr['clients'].astype(str) + ' clients')
+        drawn['throughput'] = figures.lines_over_time(
+            part, 'servers', 'ops_per_s', 'series', out, 'throughput',
+            'Throughput of the 80/20 mix against servers', 'servers', 'operations/s')
+    cache = data['cache']
+    if len(cache):
+        drawn['hit_rate'] = figures.lines_over_time(
+            cache, 'cache_size', 'hit_rate', 'cache', out, 'hit_rate',
+            'Cache hit rate, 10 clients on 2 servers', 'cache entries per server',
+            'hit rate')
+    keys = data['keys']
+    part = keys[(keys['server'] == 'ours') & (keys['servers'] == keys['servers'].max())] \
+        if len(keys) else keys
+    if len(part):
+        part = part.assign(case='vnodes ' + part['vnodes'].astype(str) + ' ' + part['class'])
+        drawn['keys'] = figures.bars_with_spread(
+            part, 'host', 'key_share', out, 'keys',
+            'Share of keys per server at %d servers (all such points)' % part['servers'].max(),
+            'server', 'share of keys')
+    return drawn
+
+
+SEED_CLAIMS = [
+    ('More servers make GETs faster (more capacity, more cache, smaller database).',
+     'get_faster'),
+    ('More servers make PUTs faster.', 'set_faster'),
+    ('Each server has its own cache, so the hit rate rises with servers.', 'hits_rise'),
+    ('More clients make GET and PUT slower.', 'clients_slower'),
+    ('Keys were not spread evenly over the servers (the observed irregularity).', 'skew'),
+    ('Slower servers held more keys.', 'slow_more'),
+    ('LFU has the best hit rate of the three policies (scenario 4).', 'lfu_best'),
+]
+
+
+def _slow_count(n):
+    """'1 of 2 slow' for n servers of the mixed class (every third, from the first)."""
+    return '%d of %d slow' % (len(range(1, n + 1, 3)), n)
+
+
+def claims(data):
+    """{claim id: one sentence of what this run says about it}."""
+    resp, cache = data['response'], data['cache']
+    out = {}
+    homo = resp[(resp['class'] == 'homogeneous') & (resp['vnodes'] == resp['vnodes'].max())
+                & (resp['server'] == 'ours')] if len(resp) else resp
+
+    def trend(col):
+        parts = []
+        for c, g in homo.groupby('clients', sort=True):
+            g = g.sort_values('servers')
+            if len(g) >= 2:
+                parts.append('%d clients: %s ms from %d to %d servers' % (
+                    c, ' -> '.join(cell(v) for v in g[col]), g['servers'].iloc[0],
+                    g['servers'].iloc[-1]))
+        return '; '.join(parts) or 'not measured in this run'
+    out['get_faster'] = 'Ours, homogeneous, mean GET: ' + trend('get_mean_ms')
+    out['set_faster'] = 'Ours, homogeneous, mean SET: ' + trend('set_mean_ms')
+    out['hits_rise'] = 'Hit rate (LFU 100): ' + trend('hit_rate').replace(' ms', '')
+    by_clients = homo.groupby('clients')['get_mean_ms'].mean() if len(homo) else []
+    out['clients_slower'] = 'Mean GET over all server counts per client count: ' + (
+        ', '.join('%d: %s ms' % (c, cell(v)) for c, v in by_clients.items())
+        if len(by_clients) else 'not measured')
+    imb = resp.groupby('vnodes')['keys_imbalance'].max() if len(resp) else []
+    out['skew'] = 'Worst key imbalance (max/mean) per virtual-node count: ' + (
+        ', '.join('%d vnodes: %s' % (v, cell(i)) for v, i in imb.items())
+        if len(imb) else 'not measured')
+    mixed = resp[(resp['class'] == 'mixed') & (resp['servers'] > 1)] if len(resp) else resp
+    parts = []
+    for _, r in mixed.sort_values(['server', 'vnodes', 'servers']).iterrows():
+        if not nan(r['slow_key_share']):
+            parts.append('%s, %d vnodes, %d servers (%s): %s of the keys, mean GET %s ms' % (
+                r['server'], r['vnodes'], r['servers'], _slow_count(int(r['servers'])),
+                cell(r['slow_key_share']), cell(r['get_mean_ms'])))
+    out['slow_more'] = ('Mixed class, %d clients: ' % mixed['clients'].max() if len(mixed)
+                        else '') + ('; '.join(parts) or 'not measured')
+    out['lfu_best'] = 'Hit rates: ' + ('; '.join(
+        'cache %d: %s' % (size, ', '.join('%s %s' % (p, cell(h)) for p, h in
+                                          zip(g['cache'], g['hit_rate'])))
+        for size, g in cache.groupby('cache_size')) if len(cache) else 'not measured')
+    return out
+
+
+def _limits(manifest):
+    """'cgroup v2 cpu.max, period 10000 us' from the manifest's CPU-limit record."""
+    limits = (manifest.get('mechanisms') or {}).get('cpu_limits') or {}
+    if not limits.get('mechanism'):
+        return 'CPU-limit mechanism not recorded'
+    return 'cgroup %s, period %s us' % (limits['mechanism'],
+                                         limits.get('period_us') or 'per host')
+
+
+def _table(df, columns):
+    """A markdown table of the given columns (numbers with 3 decimals)."""
+    if not len(df):
+        return '(no rows)\n'
+    lines = ['| ' + ' | '.join(columns) + ' |', '|' + '---|' * len(columns)]
+    for _, r in df.iterrows():
+        lines.append('| ' + ' | '.join(cell(r[c]) if isinstance(r[c], float) else str(r[c])
+                                       for c in columns) + ' |')
+    return '\n'.join(lines) + '\n'
+
+
+def report(manifest, data, drawn):
+    """report.md: machine, targets, the seed's statements against ours, tables, figures."""
+    p = manifest.get('params') or {}
+    lines = ['# kvscale: a partitioned KV store over 1 to 10 servers (seed 003)', '',
+             '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
+                                 if manifest.get('error') else ''),
+             '- machine: %s' % machine.describe(manifest),
+             '- CPU over the run: mean busy %s, saturated: %s' % (
+                 cell((manifest.get('cpu') or {}).get('mean'), '%.2f'),
+                 (manifest.get('cpu') or {}).get('saturated')), '',
+             'Servers: "Pi 3" class %s cores, "Pi 1" class %s cores (%s); links %s Mbit/s; '
+             '%s keys (%s), Zipf %s; %s s of 80/20 mix per point; %s virtual nodes.' % (
+                 p.get('fast_cores'), p.get('slow_cores'),
+                 _limits(manifest),
+                 p.get('bw'), p.get('keys'), p.get('dataset'), p.get('zipf'),
+                 p.get('duration'), p.get('vnodes')),
+             'Redis runs as a Redis Cluster whose slots follow the same ring as ours, so both '
+             'partition keys identically. Points marked CPU-bound had the machine\'s CPUs '
+             'saturated during the mix: their times measure the machine, not the store.', '',
+             '## Targets', '', _table(data['targets'], ['target', 'measured', 'met']),
+             '## The seed\'s statements against this run', '']
+    said = claims(data)
+    for text, key in SEED_CLAIMS:
+        lines.append('- **Seed:** %s  \n  **Here:** %s' % (text, said.get(key, '-')))
+    lines += ['', 'The seed\'s own scenario 4 text names "FIFO, LRU, LRU" and says LRU performs '
+              'best while explaining LFU; we read it as LFU.', '',
+              '## Response time (scenarios 1-3)', '',
+              _table(data['response'], ['server', 'class', 'vnodes', 'clients', 'servers',
+                                        'get_mean_ms', 'get_p99_ms', 'set_mean_ms',
+                                        'set_p99_ms', 'ops_per_s', 'hit_rate',
+                                        'keys_imbalance', 'busiest_server_cpu', 'failed',
+                                        'cpu_bound']),
+              '## Cache policies (scenario 4)', '',
+              _table(data['cache'], ['cache', 'cache_size', 'hit_rate', 'get_mean_ms',
+                                     'get_p99_ms', 'failed']),
+              '## Slot shares of the ring (computed)', '',
+              _table(data['ring'], ['servers', 'vnodes', 'slot_imbalance', 'min_share',
+                                    'max_share']),
+              '## Throughput against servers', '',
+              _table(data['throughput'], ['server', 'class', 'clients', 'servers',
+                                          'ops_per_s', 'gain_over_previous', 'saturated',
+                                          'cpu_bound']),
+              '## Figures', '']
+    for name, saved in sorted(drawn.items()):
+        lines.append('![%s](figures/%s.png)' % (name, name))
+    missing = data['inputs']
+    if len(missing):
+        lines += ['', '## Missing inputs', '', _table(missing, list(missing.columns))]
+    return '\n'.join(lines) + '\n'
