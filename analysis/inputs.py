@@ -96,6 +96,18 @@ class Inputs:
                                   records.dropped, _s(records.dropped), name)})
         return records
 
+    def points(self, keys):
+        """Return [(record, point, result)] of logs/points.jsonl whose point has every one
+        of keys, in point order; note it when there is none."""
+        out = []
+        for r in self.read('points.jsonl', event='point'):
+            point = as_dict(r.get('point'))
+            if all(k in point for k in keys):
+                out.append((r, point, as_dict(r.get('result'))))
+        if not out:
+            self.missing('no finished point in logs/points.jsonl')
+        return sorted(out, key=lambda t: t[1]['point'])
+
     def missing(self, text, point=None, count=1):
         """Note a missing or empty input, described by text (part of a sentence)."""
         self.rows.append({'point': point, 'kind': 'missing', 'count': count, 'problem': text})

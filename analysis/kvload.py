@@ -43,18 +43,6 @@ def tag(point):
     return 'p%03d' % point['point']
 
 
-def read_points(found):
-    """Return [(record, point, result)] of logs/points.jsonl that describe a point."""
-    out = []
-    for r in found.read('points.jsonl', event='point'):
-        point = as_dict(r.get('point'))
-        if all(k in point for k in POINT_KEYS):
-            out.append((r, point, as_dict(r.get('result'))))
-    if not out:
-        found.missing('no finished point in logs/points.jsonl')
-    return sorted(out, key=lambda t: t[1]['point'])
-
-
 def latencies(logs, name, phase):
     """Return a phase's latencies in ms from the client's .lat file (empty if absent)."""
     path = logs / (name + '.lat')
@@ -126,7 +114,7 @@ def tables(run_dir):
     samples, interval = read_cpu(found, manifest)
     bar = cpu_bar(manifest)
     client_rows, groups, bench, fsync, profile = [], {}, [], [], []
-    for record, point, result in read_points(found):
+    for record, point, result in found.points(POINT_KEYS):
         if point['kind'] == 'load':
             lat = {}
             rows, ok, start, end = load_point(found, logs, point, lat)

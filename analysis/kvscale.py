@@ -42,18 +42,6 @@ def tag(point):
     return 'p%03d' % point['point']
 
 
-def read_points(found):
-    """Return [(record, point, result)] of logs/points.jsonl that describe a point."""
-    out = []
-    for r in found.read('points.jsonl', event='point'):
-        point = as_dict(r.get('point'))
-        if all(k in point for k in POINT_KEYS):
-            out.append((r, point, as_dict(r.get('result'))))
-    if not out:
-        found.missing('no finished point in logs/points.jsonl')
-    return sorted(out, key=lambda t: t[1]['point'])
-
-
 def loadgen_names(point):
     """Return the mix processes' log names (g1.. with the point's clients split)."""
     return ['%s-mix-g%d' % (tag(point), k + 1) for k in range(min(2, point['clients']))]
@@ -199,7 +187,7 @@ def tables(run_dir):
     bar = cpu_bar(manifest)
     cores = as_dict(manifest.get('class_cores'))
     rows, keys, pooled = [], [], {}
-    for record, point, result in read_points(found):
+    for record, point, result in found.points(POINT_KEYS):
         classes = as_dict(as_dict(manifest.get('server_classes')).get(point['class']))
         addresses = {addr: name for name, addr in as_dict(result.get('members')).items()}
         summaries, lat = mix(found, logs, point)
