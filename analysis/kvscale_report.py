@@ -212,15 +212,24 @@ def claims(data):
     out['skew'] = 'Worst key imbalance (max/mean) per virtual-node count: ' + (
         ', '.join('%d vnodes: %s' % (v, cell(i)) for v, i in imb.items())
         if len(imb) else 'not measured')
-    mixed = resp[(resp['class'] == 'mixed') & (resp['servers'] > 1)] if len(resp) else resp
+    skew = resp[(resp['class'] == 'mixed') & (resp['servers'] > 1) &
+                (resp['server'] == 'ours') & (resp['vnodes'] == 1)] if len(resp) else resp
     parts = []
-    for _, r in mixed.sort_values(['server', 'vnodes', 'servers']).iterrows():
-        if not nan(r['slow_key_share']):
-            parts.append('%s, %d vnodes, %d servers (%s): %s of the keys, mean GET %s ms' % (
-                r['server'], r['vnodes'], r['servers'], _slow_count(int(r['servers'])),
-                cell(r['slow_key_share']), cell(r['get_mean_ms'])))
-    out['slow_more'] = ('Mixed class, %d clients: ' % mixed['clients'].max() if len(mixed)
-                        else '') + ('; '.join(parts) or 'not measured')
+    for _, one in skew.sort_values('servers').iterrows():
+        n = int(one['servers'])
+        many = resp[(resp['class'] == 'mixed') & (resp['server'] == 'ours') &
+                    (resp['servers'] == n) & (resp['clients'] == one['clients']) &
+                    (resp['vnodes'] != 1)]
+        text = '%d servers (%s, even share %.2f): 1 vnode %s of the keys, GET %s ms' % (
+            n, _slow_count(n), len(range(1, n + 1, 3)) / n, cell(one['slow_key_share']),
+            cell(one['get_mean_ms']))
+        for _, r in many.iterrows():
+            text += '; %d vnodes %s, GET %s ms' % (r['vnodes'], cell(r['slow_key_share']),
+                                                   cell(r['get_mean_ms']))
+        parts.append(text)
+    out['slow_more'] = ('Ours, mixed class, %d clients, share of the keys on the slow '
+                        'servers and mean GET: ' % skew['clients'].max() if len(skew)
+                        else '') + (' | '.join(parts) or 'not measured')
     out['lfu_best'] = 'Hit rates: ' + ('; '.join(
         'cache %d: %s' % (size, ', '.join('%s %s' % (p, cell(h)) for p, h in
                                           zip(g['cache'], g['hit_rate'])))
