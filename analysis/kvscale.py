@@ -221,15 +221,18 @@ def _group(point):
 
 
 def _aggregate(points, pooled, keys):
-    """Rows of points grouped by keys: latencies pooled over repetitions, rates averaged."""
+    """Rows of points grouped by keys: latencies pooled over repetitions, rates averaged.
+
+    A row's points may differ outside keys (with --vnodes 1 a skew point is a scale
+    point's twin), so the latencies of every configuration among them are pooled."""
     rows = []
     for values, part in points.groupby(list(keys), sort=True, dropna=False):
-        first = part.iloc[0]
-        group = tuple(first[k] for k in GROUP)
+        groups = sorted({tuple(r[k] for k in GROUP) for _, r in part.iterrows()}, key=str)
         row = dict(zip(keys, values))
         row['repetitions'] = len(part)
         for op in OPS:
-            lat = np.concatenate(pooled.get(group + (op,), [np.zeros(0)]))
+            lat = np.concatenate([np.zeros(0)] + [a for g in groups
+                                                  for a in pooled.get(g + (op,), [])])
             row.update({'%s_mean_ms' % op: _mean(lat), '%s_p50_ms' % op: _pct(lat, 50),
                         '%s_p99_ms' % op: _pct(lat, 99)})
         row.update({'ops_per_s': part['ops_per_s'].mean(), 'failed': int(part['failed'].sum()),

@@ -70,6 +70,17 @@ def test_percentiles_pool_both_load_generators_and_the_repetitions(run):
     assert two['set_p50_ms'] == pytest.approx(2.0) and two['set_p99_ms'] == pytest.approx(6.0)
 
 
+def test_response_rows_pool_the_latencies_of_every_point_they_aggregate(run):
+    # with --vnodes 1 a skew point has the same server, class, vnodes, clients and
+    # servers as a scale point, so one response row holds both: point 8 as such a point
+    folder.points_log(run, changes={8: {'kind': 'skew', 'repetition': 0}})
+    two = _one(kvscale.tables(run)['response'], server='ours', servers=2,
+               **{'class': 'homogeneous'})
+    assert two['repetitions'] == 2 and two['ops_per_s'] == pytest.approx(1900.0)
+    assert two['get_mean_ms'] == pytest.approx(107 / 30)       # not point 1's alone, 2.85
+    assert two['get_p50_ms'] == pytest.approx(3.0)
+
+
 def test_throughput_is_ok_operations_over_the_mix_window(run):
     data = kvscale.tables(run)
     points = data['points']
