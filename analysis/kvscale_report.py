@@ -75,16 +75,17 @@ def throughput_target(throughput):
         if len(g) < 2:
             continue
         g = g.sort_values('servers')
-        grows = [int(n) for n, s in zip(g['servers'], g['saturated']) if not s][1:]
+        counts = [int(n) for n in g['servers']]
         stops = [int(n) for n, s in zip(g['servers'], g['saturated']) if s]
         bound = [int(n) for n, b in zip(g['servers'], g['cpu_bound']) if b]
         text = ', '.join('%d: %.0f/s' % (n, r) for n, r in zip(g['servers'], g['ops_per_s'])
                          if not nan(r))
         first_stop = stops[0] if stops else None
+        before = counts[counts.index(first_stop) - 1] if stops else None
         # met: throughput grew up to where it stopped, and it stopped only where the
-        # machine's CPUs were saturated (or never)
-        met = bool(not stops or (first_stop in bound) or (grows and first_stop > grows[-1]
-                                                          and bound))
+        # machine's CPUs were saturated, at that server count or the one before (or never);
+        # CPUs saturated at some other count do not explain the stop
+        met = bool(not stops or first_stop in bound or before in bound)
         rows.append({
             'target': ('throughput grows with servers until the CPUs saturate '
                        '(%s, %s, %d clients)' if clients == most else

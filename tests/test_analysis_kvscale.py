@@ -180,6 +180,18 @@ def test_a_stop_without_saturated_cpus_does_not_meet_the_throughput_target(tmp_p
     row = _target(kvscale.tables(idle), 'throughput grows')
     assert row['measured'].endswith('growth stops at 10; CPU-bound at none')
     assert not row['met']
+    # CPU-bound with one server only does not explain a stop at ten
+    shutil.rmtree(tmp_path / 'logs')
+    early = folder.make_run(tmp_path, busy_points=(0,))
+    row = _target(kvscale.tables(early), 'throughput grows')
+    assert row['measured'].endswith('growth stops at 10; CPU-bound at 1')
+    assert not row['met']
+    # CPU-bound at the count before the stop: ten servers had no more CPU to share
+    shutil.rmtree(tmp_path / 'logs')
+    before = folder.make_run(tmp_path, busy_points=(1,))
+    row = _target(kvscale.tables(before), 'throughput grows')
+    assert row['measured'].endswith('growth stops at 10; CPU-bound at 2')
+    assert row['met']
 
 
 def test_hit_rate_target_lfu_lru_fifo(run):
