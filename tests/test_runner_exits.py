@@ -45,7 +45,7 @@ class Tiny(Experiment):
     def points(self, params):
         if params.mode == 'lossy':
             return [{'point': i, 'seed': s} for i, s in enumerate((5, 9, 5))]
-        return [{'point': i} for i in range(3 if params.mode == 'keep' else 1)]
+        return [{'point': i} for i in range(3 if params.mode in ('keep', 'opsfail') else 1)]
     def estimate(self, params, point):
         return 1.5
     def setup(self, ctx):
@@ -59,6 +59,8 @@ class Tiny(Experiment):
         if ctx.params.mode == 'teardown':
             ctx.start_node('h1', 'stubborn', [sys.executable, '-c', STUBBORN],
                            ready=LogReady())
+        if ctx.params.mode == 'opsfail' and point['point'] == 1:
+            self.operations_failed(point, 'two GETs lost')
         if ctx.params.mode == 'keep' and point['point'] == 1:
             ctx.start_node('h1', 'left-running', ['sleep', '60'])
             raise RuntimeError('point one breaks')
@@ -71,6 +73,8 @@ class Tiny(Experiment):
             time.sleep(30)
         with open(str(run_dir) + '/report.md', 'w') as f:
             f.write('analysed\\n')
+    def targets_text(self, run_dir):
+        return 'TINY TARGETS of %s' % run_dir
     def main(self, argv=None):
         self.params_mode = (sys.argv + ['ok'])[sys.argv.index('--mode') + 1] \\
             if '--mode' in sys.argv else 'ok'
@@ -163,6 +167,19 @@ def test_a_late_exit_leaves_a_failed_manifest_with_the_reason(tmp_path):
     assert code == 1
     assert manifest['status'] == 'failed'
     assert manifest['error'] == 'SystemExit: a late check failed'
+
+
+@pytest.mark.root
+def test_failed_operations_fail_the_run_after_its_last_point_and_targets_print(tmp_path):
+    run = tmp_path / 'run'
+    code, out, err = _finish(_start(tmp_path, '--mode', 'opsfail', '--out', str(run)))
+    manifest = read_manifest(run)
+    assert code == 1, err
+    assert manifest['status'] == 'failed' and manifest['points_ok'] == 3
+    assert 'operations failed in 1 point(s): p001: two GETs lost' in manifest['error']
+    assert len(open(run / 'logs' / 'points.jsonl').readlines()) == 3
+    assert (run / 'report.md').read_text() == 'analysed\n'
+    assert 'TINY TARGETS of %s' % run in out
 
 
 @pytest.mark.root

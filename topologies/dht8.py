@@ -213,23 +213,15 @@ class Dht8(Experiment):
         self.run_dir = ctx.results.path
         ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts})
         self.sets = {}
-        self.failures = []
 
     def run_point(self, ctx, point):
         """Run one point (workloads.dht8_points); note failed operations."""
         result = Point(ctx, point, self.fileset(ctx, point['fileset'])).run()
         failed = result.get('failed_clients')
         if failed or result.get('downloads', 'ok') != 'ok':
-            self.failures.append('p%03d (%s %s): %s' % (
-                point['point'], point['part'], point['op'],
-                failed or result['downloads']))
+            self.operations_failed(point, '%s %s: %s' % (
+                point['part'], point['op'], failed or result['downloads']))
         return result
-
-    def finish(self, ctx):
-        """Fail the run (after all points ran) if any operation failed."""
-        if self.failures:
-            raise RuntimeError('operations failed in %d point(s): %s' % (
-                len(self.failures), '; '.join(self.failures[:5])))
 
     def fileset(self, ctx, key):
         """Return the FileSet for a point's fileset key, generating it once."""

@@ -174,10 +174,8 @@ class KvLoad(Experiment):
         return points
 
     def setup(self, ctx):
-        """Record the hosts' addresses; start the failure list."""
-        self.run_dir = ctx.results.path
+        """Record the hosts' addresses."""
         ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts})
-        self.failures = []
 
     def run_point(self, ctx, point):
         """Run one point (workloads.kv_points); note what failed."""
@@ -188,31 +186,18 @@ class KvLoad(Experiment):
                 ctx.results.update(kv_server_loops=sorted(loops))
         problem = kv_points.failures(point, result)
         if problem:
-            self.failures.append('p%03d: %s' % (point['point'], problem))
+            self.operations_failed(point, problem)
         return result
-
-    def finish(self, ctx):
-        """Fail the run (after all points ran) if any operation failed."""
-        if self.failures:
-            raise RuntimeError('operations failed in %d point(s): %s' % (
-                len(self.failures), '; '.join(self.failures[:5])))
 
     def analyse(self, run_dir):
         """Build tables, figures and report.md (analysis.kvload)."""
         from analysis import kvload
         kvload.build(run_dir)
 
-    def main(self, argv=None):
-        """Run, then print the targets (ratios measured in this run)."""
-        self.run_dir = None
-        status = super().main(argv)
-        if self.run_dir is not None:
-            from analysis import kvload_report
-            try:
-                print(kvload_report.targets_text(self.run_dir), flush=True)
-            except (OSError, ValueError, KeyError) as e:
-                print('kvload: no target summary: %s' % e, file=sys.stderr)
-        return status
+    def targets_text(self, run_dir):
+        """The targets measured in this run, printed after the analysis."""
+        from analysis import kvload_report
+        return kvload_report.targets_text(run_dir)
 
 
 if __name__ == '__main__':

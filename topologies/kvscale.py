@@ -194,8 +194,7 @@ class KvScale(Experiment):
         return points
 
     def setup(self, ctx):
-        """Record addresses and each server host's CPU class; start the failure list."""
-        self.run_dir = ctx.results.path
+        """Record addresses, each server's CPU class and the ring's slot shares."""
         p = ctx.params
         largest = max(p.server_counts + p.skew_servers)
         classes = {k: {name: ('slow' if kp.is_slow(k, i) else 'fast')
@@ -206,38 +205,24 @@ class KvScale(Experiment):
                            class_cores={'fast': p.fast_cores, 'slow': p.slow_cores})
         kp.write_ring_shares(ctx.results.log_path('ring'),
                              sorted(set(p.server_counts + p.skew_servers)), p.vnodes)
-        self.failures = []
 
     def run_point(self, ctx, point):
         """Run one point (workloads.kvscale_points); note what failed."""
         result = kp.Point(ctx, point).run()
         problem = kp.failures(point, result)
         if problem:
-            self.failures.append('p%03d: %s' % (point['point'], problem))
+            self.operations_failed(point, problem)
         return result
-
-    def finish(self, ctx):
-        """Fail the run (after all points ran) if any operation failed."""
-        if self.failures:
-            raise RuntimeError('operations failed in %d point(s): %s' % (
-                len(self.failures), '; '.join(self.failures[:5])))
 
     def analyse(self, run_dir):
         """Build tables, figures and report.md (analysis.kvscale)."""
         from analysis import kvscale
         kvscale.build(run_dir)
 
-    def main(self, argv=None):
-        """Run, then print the targets (measured in this run)."""
-        self.run_dir = None
-        status = super().main(argv)
-        if self.run_dir is not None:
-            from analysis import kvscale_report
-            try:
-                print(kvscale_report.targets_text(self.run_dir), flush=True)
-            except (OSError, ValueError, KeyError) as e:
-                print('kvscale: no target summary: %s' % e, file=sys.stderr)
-        return status
+    def targets_text(self, run_dir):
+        """The targets measured in this run, printed after the analysis."""
+        from analysis import kvscale_report
+        return kvscale_report.targets_text(run_dir)
 
 
 if __name__ == '__main__':

@@ -14,7 +14,9 @@ An experiment is a small class (see DESIGN.md, "The runner")::
     if __name__ == '__main__':
         sys.exit(Smoke().main())
 
-Optional hooks: ``grid(params)`` returns ``{name: [values]}`` for the default
+Optional hooks: ``operations_failed(point, problem)`` (call it from ``run_point``: the
+run still runs every point, then ends failed naming them), ``targets_text(run_dir)``
+(printed after the analysis); ``grid(params)`` returns ``{name: [values]}`` for the default
 ``points()`` (cross product x ``--repeat``, seeds derived from ``--seed``, see
 ``repronet.run.sweep``); ``setup(ctx)`` runs once after the network is up and
 ``finish(ctx)`` once after the last point (both still inside teardown's
@@ -129,6 +131,15 @@ class Experiment:
     def finish(self, ctx):
         """Run once after the last point, before teardown."""
 
+    def operations_failed(self, point, problem):
+        """Note that operations failed in a point (one line); the run goes on to its last
+        point, then ends ``failed`` naming the first five such points."""
+        self.failed_operations.append('p%03d: %s' % (point['point'], problem))
+
+    def targets_text(self, run_dir):
+        """Return the measured targets to print after the analysis, or None (no targets)."""
+        return None
+
     def analyse(self, run_dir):
         """Turn a finished run's logs into tables, figures and report.md.
 
@@ -181,8 +192,19 @@ class Experiment:
             if status == 'ok' or (status == 'failed' and
                                   folder.manifest.get('points_ok')):
                 code = self._analyse(folder.path, guard) or code
+                self._print_targets(folder.path)
             results.hand_over(folder.path)
         return code
+
+    def _print_targets(self, run_dir):
+        """Print targets_text(run_dir), or one line saying why there is none."""
+        try:
+            text = self.targets_text(run_dir)
+        except (OSError, ValueError, KeyError) as e:
+            print('%s: no target summary: %s' % (self.name, e), file=sys.stderr)
+            return
+        if text:
+            print(text, flush=True)
 
     def _dry_run(self, params, points):
         """Print the points, the estimated time and the disk; return 0."""
@@ -228,6 +250,7 @@ class Experiment:
                 self.estimate(params, p) for p in points])
             ctx = RunContext(net, params, folder, state, monitor, guard,
                              progress)
+            self.failed_operations = []
             self.setup(ctx)
             if params.cli == 'start':
                 _open_cli(ctx, 'the network is up')
@@ -237,6 +260,9 @@ class Experiment:
                 error = '%d of %d points failed (--keep-going): %s' % (
                     len(failed), len(points), '; '.join(failed[:3]))
             self.finish(ctx)
+            if self.failed_operations:
+                raise RuntimeError('operations failed in %d point(s): %s' % (
+                    len(self.failed_operations), '; '.join(self.failed_operations[:5])))
             status = 'ok' if not failed else 'failed'
         except Interrupted as e:
             status, error = 'interrupted', str(e)
