@@ -14,12 +14,14 @@ import subprocess
 import sys
 import tempfile
 
+import pandas as pd
 import pytest
 
 from analysis import kvscale, kvscale_report
 from analysis.inputs import IncompleteInputs
 from tests import kvscale_folder as folder
 from tests import nobody
+from tests.test_analysis_kvload import _one, _outputs, _target
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -27,18 +29,6 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 @pytest.fixture
 def run(tmp_path):
     return folder.make_run(tmp_path)
-
-
-def _one(df, **match):
-    """Return the single row of df matching every column=value."""
-    for column, value in match.items():
-        df = df[df[column] == value]
-    assert len(df) == 1, match
-    return df.iloc[0]
-
-
-def _target(data, start):
-    return _one(data['targets'][data['targets']['target'].str.startswith(start)])
 
 
 def _analysis(run, user=None):
@@ -101,7 +91,7 @@ def test_hit_rate_sums_hits_and_misses_over_the_servers(run):
     points = data['points']
     # s1 30 hits / 10 misses, s2 5 / 15: 35 / 60 (the mean of the servers' rates is 0.5)
     assert _one(points, point=1)['hit_rate'] == pytest.approx(35 / 60)
-    assert pd_isna(_one(points, point=3)['hit_rate'])             # Redis: no cache counters
+    assert pd.isna(_one(points, point=3)['hit_rate'])             # Redis: no cache counters
     cache = data['cache']
     for policy, rate in (('fifo', 0.2), ('lru', 0.3), ('lfu', 0.4)):
         assert _one(cache, cache=policy, cache_size=10)['hit_rate'] == pytest.approx(rate)
@@ -109,16 +99,12 @@ def test_hit_rate_sums_hits_and_misses_over_the_servers(run):
     assert keys['cache_hits'] == 5 and keys['cache_misses'] == 15
 
 
-def pd_isna(value):
-    return value is None or value != value
-
-
 def test_key_imbalance_and_the_share_of_keys_on_slow_servers(run):
     points = kvscale.tables(run)['points']
     # 10 servers: 11, 10 x 8, 9 keys -> max/mean 11/10
     assert _one(points, point=2)['keys_imbalance'] == pytest.approx(1.1)
     assert _one(points, point=2)['keys_total'] == 100
-    assert pd_isna(_one(points, point=2)['slow_key_share'])       # homogeneous: none slow
+    assert pd.isna(_one(points, point=2)['slow_key_share'])       # homogeneous: none slow
     # mixed, 2 servers: s1 slow with 60 of 100 keys
     three = _one(points, point=3)
     assert three['keys_imbalance'] == pytest.approx(1.2)
@@ -153,7 +139,7 @@ def test_throughput_table_saturates_below_ten_percent_growth(run):
     ours = thr[thr['server'] == 'ours']
     assert ours['servers'].tolist() == [1, 2, 10]
     assert ours['ops_per_s'].tolist() == pytest.approx([1000.0, 1900.0, 2050.0])
-    assert pd_isna(ours['gain_over_previous'].iloc[0])
+    assert pd.isna(ours['gain_over_previous'].iloc[0])
     assert ours['gain_over_previous'].iloc[1:].tolist() == pytest.approx([1.9, 2050 / 1900])
     assert ours['saturated'].tolist() == [False, False, True]
     assert ours['cpu_bound'].tolist() == [False, False, True]     # CPU busy in point 2 only
@@ -223,7 +209,7 @@ def test_imbalance_target_at_ten_servers_with_the_runs_vnodes(run):
     row = _target(data, 'key imbalance (max/mean) <= 1.1 with 1024 virtual nodes at 10')
     assert row['measured'] == 'worst 1.100 over 1 points' and row['met']
     one = _target(data, 'key imbalance with 1 virtual node(s) at 10 servers (reported)')
-    assert one['measured'] == 'worst 3.000 over 1 points' and pd_isna(one['met'])
+    assert one['measured'] == 'worst 3.000 over 1 points' and pd.isna(one['met'])
     folder.info_log(run / 'logs', 2, dbsize=[12] + [10] * 8 + [8])
     row = _target(kvscale.tables(run), 'key imbalance (max/mean)')
     assert row['measured'] == 'worst 1.200 over 1 points' and not row['met']
@@ -315,26 +301,16 @@ def test_the_clean_folder_exits_zero(run):
     assert proc.stdout == '%s: tables, figures and report.md rebuilt\n' % run
 
 
-def _outputs(run):
-    """Return {name: bytes} of tables/*.csv and report.md."""
-    out = {p.name: p.read_bytes() for p in sorted((run / 'tables').glob('*.csv'))}
-    out['report.md'] = (run / 'report.md').read_bytes()
-    return out
-
-
 def test_rebuilding_gives_byte_identical_tables_and_report(tmp_path):
-    first, second = tmp_path / 'a', tmp_path / 'b'
-    first.mkdir()
-    second.mkdir()
-    folder.make_run(first)
-    folder.make_run(second)
-    kvscale.build(first)
-    once = _outputs(first)
-    assert len(once) == 9       # 8 tables and report.md
-    kvscale.build(first)
-    assert _outputs(first) == once
-    kvscale.build(second)
-    assert _outputs(second) == once
+    built = []
+    for name in ('a', 'a', 'b'):        # twice in one folder, once in a fresh one
+        if not (tmp_path / name).exists():
+            (tmp_path / name).mkdir()
+            folder.make_run(tmp_path / name)
+        kvscale.build(tmp_path / name)
+        built.append(_outputs(tmp_path / name))
+    assert len(built[0]) == 9           # 8 tables and report.md
+    assert built[0] == built[1] == built[2]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason='only root can become nobody')
