@@ -97,6 +97,20 @@ def _failed(summaries):
     return int(total)
 
 
+STEPS = ('setup', 'preload', 'resetstat', 'info')
+
+
+def _failed_steps(point, result):
+    """Steps of a point that failed: a load generator, a setup/preload/resetstat/info
+    process that exited non-zero, a server that exited, or a mix that never ran (a point
+    whose Redis setup failed has no operation to count, yet it did not succeed)."""
+    steps = len(result.get('failed_loadgens') or [])
+    steps += sum(1 for s in STEPS if result.get(s + '_status') not in (None, 0))
+    alive = result.get('servers_alive')
+    steps += point['servers'] - alive if is_number(alive) else 0
+    return steps + (0 if 'failed_loadgens' in result else 1)
+
+
 def _ops(summaries, op, field='ok'):
     """Sum of one field of one op over the summaries."""
     return int(sum(number(as_dict(as_dict(s.get('ops')).get(op)).get(field))
@@ -120,7 +134,7 @@ def point_row(point, result, summaries, lat, servers, classes, verdict):
                     '%s_p50_ms' % op: _pct(lat[op], 50), '%s_p99_ms' % op: _pct(lat[op], 99)})
     row.update({
         'ops_per_s': ok / span if span else None,
-        'failed': _failed(summaries) + len(result.get('failed_loadgens') or []),
+        'failed': _failed(summaries) + _failed_steps(point, result),
         'moved': int(sum(number(s.get('moved')) for s in summaries)),
         'hit_rate': hits / (hits + misses) if point['server'] == 'ours' and hits + misses
         else None,
@@ -204,12 +218,20 @@ def tables(run_dir):
             pooled.setdefault(group + (op,), []).append(lat[op])
     points = pd.DataFrame(rows, columns=POINT_COLUMNS)
     data = {'points': points, 'response': response_table(points, pooled),
-            'cache': cache_table(points, pooled), 'keys': pd.DataFrame(keys, columns=KEY_COLUMNS),
+            'cache': cache_table(points, pooled), 'keys': _counts(pd.DataFrame(keys, columns=KEY_COLUMNS)),
             'ring': ring_table(found), 'throughput': throughput_table(points)}
     from analysis.kvscale_report import targets
     data['targets'] = targets(data)
     data['inputs'] = found.table()
     return data
+
+
+def _counts(keys):
+    """keys.csv with whole-number columns as integers (a Redis point leaves the cache
+    counters empty, which would otherwise turn every count into a float)."""
+    for column in ('keys', 'requests', 'cache_hits', 'cache_misses'):
+        keys[column] = pd.to_numeric(keys[column], errors='coerce').round().astype('Int64')
+    return keys
 
 
 GROUP = ('kind', 'server', 'class', 'vnodes', 'cache', 'cache_size', 'clients', 'servers')

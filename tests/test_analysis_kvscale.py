@@ -198,10 +198,10 @@ def test_failed_operations_keep_the_hit_rate_target_from_being_met(run):
     assert _one(data['points'], point=5)['failed'] == 4
     assert _one(data['cache'], cache='fifo')['failed'] == 4
     row = _target(data, 'hit rate')
-    assert row['measured'].endswith('(4 operations failed)') and not row['met']
-    row = _target(data, 'no operation failed')
+    assert row['measured'].endswith('(4 operations or steps failed)') and not row['met']
+    row = _target(data, 'no operation or step failed')
     assert row['measured'] == '4 failed' and not row['met']
-    assert '[NOT MET] no operation failed: 4 failed' in kvscale_report.targets_text(run)
+    assert '[NOT MET] no operation or step failed: 4 failed' in kvscale_report.targets_text(run)
 
 
 def test_imbalance_target_at_ten_servers_with_the_runs_vnodes(run):
@@ -218,7 +218,7 @@ def test_imbalance_target_at_ten_servers_with_the_runs_vnodes(run):
 def test_imbalance_target_is_not_met_when_operations_failed(run):
     folder.mix_log(run / 'logs', 2, 1, errors={'TIMEOUT': 2})
     row = _target(kvscale.tables(run), 'key imbalance (max/mean)')
-    assert row['measured'] == 'worst 1.100 over 1 points (2 operations failed)'
+    assert row['measured'] == 'worst 1.100 over 1 points (2 operations or steps failed)'
     assert not row['met']
 
 
@@ -239,7 +239,20 @@ def test_a_failed_load_generator_counts_as_a_failure(run):
         kvscale.build(run)
     data = kvscale.tables(run)
     assert _one(data['points'], point=1)['failed'] == 1
-    assert not _target(data, 'no operation failed')['met']
+    assert not _target(data, 'no operation or step failed')['met']
+
+
+def test_a_point_whose_setup_failed_is_a_failure_though_it_ran_no_operation(run):
+    # Redis Cluster setup exited 1: no mix ran, no load generator logged anything
+    folder.mix_log(run / 'logs', 1, 1, summary=False)
+    folder.mix_log(run / 'logs', 1, 2, summary=False)
+    bare = {k: v for k, v in folder.result(1, setup_status=1).items()
+            if k not in ('failed_loadgens', 'mix_start', 'mix_end')}
+    folder.points_log(run, results={1: bare})
+    data = kvscale.tables(run)
+    assert _one(data['points'], point=1)['failed'] == 2      # setup, and no mix
+    row = _target(data, 'no operation or step failed')
+    assert row['measured'] == '2 failed' and not row['met']
 
 
 def test_the_ring_table_keeps_the_runs_shares(run):
