@@ -200,6 +200,10 @@ def tables(run_dir):
     samples, interval = read_cpu(found, manifest)
     bar = cpu_bar(manifest)
     cores = as_dict(manifest.get('class_cores'))
+    for field in ('server_classes', 'class_cores'):
+        if not as_dict(manifest.get(field)):
+            found.missing('the manifest has no %s (slow-server shares and CPU against the '
+                          'limit are left empty)' % field)
     rows, keys, pooled = [], [], {}
     for record, point, result in found.points(POINT_KEYS):
         classes = as_dict(as_dict(manifest.get('server_classes')).get(point['class']))

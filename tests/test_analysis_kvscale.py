@@ -343,3 +343,12 @@ def test_python_m_analysis_rebuilds_the_folder_as_nobody(run):
         assert json.loads((copy / 'manifest.json').read_text())['experiment'] == 'kvscale'
     finally:
         shutil.rmtree(top)
+
+
+def test_a_manifest_without_server_classes_names_it_as_missing(run):
+    manifest = json.loads((run / 'manifest.json').read_text())
+    del manifest['server_classes']
+    (run / 'manifest.json').write_text(json.dumps(manifest))
+    data = kvscale.tables(run)
+    assert data['points']['slow_key_share'].isna().all()
+    assert any('no server_classes' in t for t in data['inputs'].astype(str).values.ravel())
