@@ -160,3 +160,28 @@ def test_sequence_numbers_wrap_around():
     summary = counter.summary()
     assert summary['messages_to_server'] == {'REGISTER': 6}
     assert summary['gaps'] == 0
+
+
+def test_payload_sizes_and_retransmits_without_decoding(tmp_path):
+    """--decode none: a file sender's data segments by payload size; a resent segment
+    (also one ending exactly where the flow stood) counts as a retransmission."""
+    client, sport, isn = '10.0.0.2', 40000, 0xfffff000      # wraps mid-flow
+    seqs = [(isn + 1 + i * 1000) & 0xffffffff for i in range(6)]
+    packets = [_segment(SERVER, PORT, client, sport, isn, flags='SA')]
+    packets += [_segment(SERVER, PORT, client, sport, s, b'x' * 1000) for s in seqs]
+    packets.append(_segment(SERVER, PORT, client, sport, seqs[2], b'x' * 1000))   # resent
+    packets.append(_segment(SERVER, PORT, client, sport, seqs[5], b'x' * 1000))   # resent
+    packets.append(_segment(SERVER, PORT, client, sport,
+                            (isn + 6001) & 0xffffffff, b'y' * 24))               # the tail
+    packets.append(_segment(client, sport, SERVER, PORT, 1, b'GET f\n'))         # request
+    path = tmp_path / 'sizes.pcap'
+    scapy_all.wrpcap(str(path), packets)
+    out = subprocess.run([sys.executable, '-m', 'workloads.capture', '--port', str(PORT),
+                          '--pcap', str(path), '--decode', 'none'],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary['payload_sizes'] == {'24': 1, '1000': 8}
+    assert summary['segments'] == 9
+    assert summary['retransmits'] == 2
+    assert summary['bytes'] == 8024
+    assert summary['messages_to_server'] == {}      # nothing decoded

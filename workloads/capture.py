@@ -125,8 +125,12 @@ def _empty_client():
 class WireCounter:
     """Counts segments, bytes and DHT messages for traffic to and from one server port."""
 
-    def __init__(self, port):
+    def __init__(self, port, decode=True):
         self.port = int(port)
+        self.decode = decode        # False: file data, not DHT messages (sizes only)
+        self.payload_sizes = collections.Counter()      # from the server, data only
+        self.retransmits = 0
+        self._seen = {}             # flow -> highest sequence end sent by the server
         self.directions = {d: {'segments': 0, 'bytes': 0, 'payload': 0}
                            for d in ('to_server', 'from_server')}
         self.clients = collections.defaultdict(_empty_client)
@@ -164,6 +168,10 @@ class WireCounter:
         suffix = 'to' if direction == 'to_server' else 'from'
         c['segments_' + suffix] += 1
         c['bytes_' + suffix] += len(data)
+        if payload and direction == 'from_server':
+            self._sent(flow, seq, len(payload))
+        if not self.decode:
+            return
         stream = self.streams.get(key)
         if stream is None:
             stream = self.streams[key] = _Stream()
@@ -171,6 +179,18 @@ class WireCounter:
             stream.syn(seq)
         if payload:
             stream.data(seq, payload)
+
+    def _sent(self, flow, seq, length):
+        """Count a data segment's payload size; one that ends at or before what the
+        flow already sent is a retransmission (wrap-around safe)."""
+        self.payload_sizes[length] += 1
+        end = (seq + length) & 0xffffffff
+        top = self._seen.get(flow)
+        behind = top is not None and (end == top or (end - top) & 0xffffffff >= 0x80000000)
+        if behind:
+            self.retransmits += 1
+        else:
+            self._seen[flow] = end
 
     def summary(self):
         """Return the JSON-ready totals."""
@@ -195,6 +215,10 @@ class WireCounter:
             c['messages_to'] = dict(sorted(c['messages_to'].items()))
             c['messages_from'] = dict(sorted(c['messages_from'].items()))
         return {'port': self.port, 'directions': self.directions,
+                'segments': sum(self.payload_sizes.values()),
+                'payload_sizes': {str(k): v for k, v in sorted(self.payload_sizes.items())},
+                'bytes': self.directions['from_server']['payload'],
+                'retransmits': self.retransmits,
                 'clients': clients, 'messages_to_server': dict(sorted(messages.items())),
                 'flows': len(self.flows), 'midstream_flows': midstream,
                 'gaps': gaps, 'decode_errors': errors, 'ignored': self.ignored,
@@ -257,7 +281,7 @@ def live(args):
         raw.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, _RCVBUF)
     except OSError:
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF)
-    counter = WireCounter(args.port)
+    counter = WireCounter(args.port, decode=args.decode == 'dht')
     _kernel_stats(raw)    # reset: counts from before the filter was attached
     kernel = [0, 0]
     _emit({'event': 'ready', 'name': args.name, 'iface': args.iface,
@@ -290,7 +314,7 @@ def live(args):
 def offline(args):
     """Count a saved pcap file and print the summary."""
     from scapy.utils import RawPcapReader
-    counter = WireCounter(args.port)
+    counter = WireCounter(args.port, decode=args.decode == 'dht')
     for data, meta in RawPcapReader(args.pcap):
         ts = getattr(meta, 'sec', 0) + getattr(meta, 'usec', 0) / 1e6
         counter.frame(data, ts)
@@ -307,7 +331,10 @@ def main(argv=None):
         'server port, live on an interface or from a pcap file.')
     parser.add_argument('--name', default='capture', help='name in the log')
     parser.add_argument('--port', type=int, required=True,
-                        help='the DHT server port to count')
+                        help='the server port to count')
+    parser.add_argument('--decode', choices=('dht', 'none'), default='dht',
+                        help='decode DHT messages (default), or count segments and '
+                        'payload sizes only (file transfers)')
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument('--iface', help='interface to capture on (live)')
     source.add_argument('--pcap', help='pcap file to count instead')
