@@ -7,7 +7,6 @@ and write latencies in the same file format: little-endian uint32 in units of
 back and ``latency_stats`` gives the nearest-rank percentiles the JSON lines carry.
 """
 
-import argparse
 import asyncio
 import contextlib
 import math
@@ -16,7 +15,7 @@ import sys
 
 import numpy as np
 
-from nodes.dht.common import JsonLog, error, loop_factory
+from nodes.dht.common import JsonLog, UsageParser, error  # noqa: F401 (UsageParser: kvload, kvmix)
 
 TICK_NS = 100                 # latency unit: 100 ns
 MAX_TICKS = 0xFFFFFFFF        # uint32; a longer latency (> 429 s) is clamped
@@ -43,31 +42,6 @@ def latency_stats(us):
     stats['max_us'] = round(float(ordered[-1]), 1)
     stats['mean_us'] = round(float(ordered.mean()), 3)
     return stats
-
-
-class UsageParser(argparse.ArgumentParser):
-    """argparse whose errors are one sentence on stderr (``<tool>: ...``) and exit status 2."""
-
-    def __init__(self, tool, **kwargs):
-        super().__init__(prog='python -m workloads.%s' % tool, **kwargs)
-        self.tool = tool
-
-    def error(self, message):
-        error('%s: %s.' % (self.tool, message.rstrip('.')))
-        sys.exit(2)
-
-    def bounded(self, args, name, low, high):
-        """Fail with one sentence unless low <= args.<name> <= high."""
-        value = getattr(args, name)
-        if not low <= value <= high:
-            self.error('--%s must be between %s and %s' % (name.replace('_', '-'), low, high))
-
-    def loop(self, choice):
-        """(loop factory, name) for --loop (nodes.dht.common.loop_factory); usage error if not."""
-        try:
-            return loop_factory(choice)
-        except ValueError as e:
-            self.error(str(e))
 
 
 def run_cli(parse_args, main, argv=None):

@@ -6,6 +6,7 @@ the same value the core was given as `now`) and `event`. Human-readable errors g
 stderr. `ready` and `summary` are flushed at once because the runner waits for them.
 """
 
+import argparse
 import asyncio
 import json
 import signal
@@ -106,3 +107,28 @@ def loop_factory(choice):
             if choice == 'uvloop':
                 raise ValueError('--loop uvloop: the uvloop module is not installed') from None
     return asyncio.new_event_loop, 'asyncio'
+
+
+class UsageParser(argparse.ArgumentParser):
+    """argparse whose errors are one sentence on stderr (``<tool>: ...``) and exit status 2."""
+
+    def __init__(self, tool, package='workloads', **kwargs):
+        super().__init__(prog='python -m %s.%s' % (package, tool), **kwargs)
+        self.tool = tool
+
+    def error(self, message):
+        error('%s: %s.' % (self.tool, message.rstrip('.')))
+        sys.exit(2)
+
+    def bounded(self, args, name, low, high):
+        """Fail with one sentence unless low <= args.<name> <= high."""
+        value = getattr(args, name)
+        if not low <= value <= high:
+            self.error('--%s must be between %s and %s' % (name.replace('_', '-'), low, high))
+
+    def loop(self, choice):
+        """(loop factory, name) for --loop (nodes.dht.common.loop_factory); usage error if not."""
+        try:
+            return loop_factory(choice)
+        except ValueError as e:
+            self.error(str(e))
