@@ -1,0 +1,1 @@
+"""TCP file server and client for the transfer experiment (seed 002)."""
