@@ -38,6 +38,14 @@ BAD = [
     ('kvload', ['--lan-delay', '500ms'], "--lan-delay='500ms' is more than 0.1 s"),
     ('kvload', ['--workdir', 'relative/dir'],
      "--workdir must be an absolute path, not 'relative/dir'"),
+    ('transfer', ['--sizes', '1000,x'],
+     "--sizes must list whole numbers from 1 to 2147483648, not '1000,x'"),
+    ('transfer', ['--packets', '0'], "--packets must list whole numbers from 1 to"),
+    ('transfer', ['--losses', '60'], "--losses must list numbers from 0 to 50, not '60'"),
+    ('transfer', ['--conns', '17'], '--conns 17 must be a whole number from 1 to 16'),
+    ('transfer', ['--bw', '-5'], '--bw -5.0 must be Mbit/s (0: no shaping) from 0 to 10000'),
+    ('transfer', ['--delay', '5'], "--delay='5' is not a time with a unit"),
+    ('transfer', ['--workdir', 'rel'], "--workdir must be an absolute path, not 'rel'"),
 ]
 
 
