@@ -20,10 +20,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class KVProc:
-    """One `nodes.kv.server` process on 127.0.0.1 and an ephemeral port."""
+    """One `nodes.kv.server` process on 127.0.0.1 and an ephemeral port (a subclass names
+    another server module that logs the same ready line with its port)."""
+
+    MODULE = 'nodes.kv.server'
 
     def __init__(self, *args, timeout=30):
-        argv = [sys.executable, '-m', 'nodes.kv.server', '--port', '0']
+        argv = [sys.executable, '-m', self.MODULE, '--port', '0']
         # Unbuffered: a buffered readline could pull the ready line into its buffer along
         # with the recovery line before it, where select() cannot see it.
         self.p = subprocess.Popen(argv + [str(a) for a in args], cwd=ROOT, bufsize=0,
@@ -72,16 +75,21 @@ class KVProc:
         """Send sig, wait; return (summary record or None, exit status)."""
         self.p.send_signal(sig)
         out, err = self.p.communicate(timeout=timeout)
+        self.drained = True
         self.stderr = err.decode(errors='replace')
         self.records += [json.loads(line) for line in out.splitlines()]
         summary = [r for r in self.records if r['event'] == 'summary']
         return (summary[-1] if summary else None), self.p.returncode
 
     def kill(self):
-        """SIGKILL the process if it still runs, and reap it."""
+        """SIGKILL the process if it still runs, and reap it (its output is read once:
+        after stop(), communicate() would hand the same lines over again)."""
         if self.p.poll() is None:
             self.p.kill()
+        if getattr(self, 'drained', False):
+            return
         out, err = self.p.communicate()
+        self.drained = True
         self.stderr += err.decode(errors='replace')
         for line in out.splitlines():
             try:

@@ -119,18 +119,35 @@ class FileServer:
                 await self.get(conn, req, path, fields, progress)
             else:
                 await self.put(loop, conn, req, path, rest, fields, progress)
-        except (Refused, core.ProtocolError) as e:
-            self._error(fields, str(e), progress['bytes'])
-            try:
-                conn.send(core.err_line(e))
-            except OSError:
-                pass
-        except (OSError, Stalled) as e:
+        except (Refused, core.ProtocolError, Stalled) as e:
+            record = getattr(e, 'record', None) or {}
+            self._error(fields, str(e), record.get('bytes', progress['bytes']))
+            await self._refuse(loop, conn, e)
+        except OSError as e:
             record = getattr(e, 'record', None) or {}
             self._error(fields, _sentence(e), record.get('bytes', progress['bytes']))
         finally:
             self.active -= 1
             conn.close()
+
+    async def _refuse(self, loop, conn, exc):
+        """Send ERR, then read and drop what the client still sends (a refused PUT's data)
+        until it closes, for at most --timeout: closing with unread data would reset the
+        connection and could destroy the ERR line before the client reads it."""
+        try:
+            conn.setblocking(True)
+            conn.settimeout(self.args.timeout)
+            conn.sendall(core.err_line(exc))
+            conn.shutdown(socket.SHUT_WR)
+            conn.setblocking(False)
+            end = time.monotonic() + self.args.timeout
+            while time.monotonic() < end:
+                data = await asyncio.wait_for(loop.sock_recv(conn, 1 << 16),
+                                              max(end - time.monotonic(), 0.001))
+                if not data:
+                    return
+        except (OSError, asyncio.TimeoutError):
+            pass
 
     async def _recv(self, loop, conn, what):
         """One read with the idle timeout; Refused when the client stays silent."""
