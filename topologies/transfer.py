@@ -118,7 +118,8 @@ class Transfer(Experiment):
                  'iperf_seconds': 5.0, 'repeat': 5},
         'defaults': {'bw': 1000.0, 'delay': '0.05ms', 'loss': 0.0, 'packet': 1000,
                      'path_bw': 100.0, 'capture_size': 256 * 1024, 'nodelay': True,
-                     'segment': True, 'dropcache': False, 'timeout': 30.0,
+                     'segment': True, 'dropcache': 'both', 'congestion_control': 'cubic',
+                     'timeout': 30.0,
                      'workdir': '/var/tmp/repronet-transfer'},
     }
     limits = {'bw': (0, 10000, 'Mbit/s (0: no shaping)'), 'loss': (0, 50, 'percent'),
@@ -153,8 +154,13 @@ class Transfer(Experiment):
         a('--segment', action='store_true', default=None,
           help='clamp the MSS so a segment carries one packet (default)')
         a('--no-segment', dest='segment', action='store_false', help='kernel-chosen MSS')
-        a('--dropcache', action='store_true', default=None,
-          help='the server drops each file from the page cache before reading it')
+        a('--dropcache', choices=('off', 'on', 'both'),
+          help='the server evicts the file from the page cache before reading it: never, '
+          'always, or (default) size points both ways, so the seed\'s disk explanation is '
+          'tested: warm and cold reads side by side')
+        a('--congestion-control', choices=('cubic', 'reno', 'bbr', 'machine'),
+          help='TCP congestion control of every sending socket, ours and iperf3\'s '
+          '(default cubic, the Linux default; machine: the namespace default)')
         a('--timeout', type=float, metavar='S', help='a transfer stalled this long fails')
         a('--workdir', metavar='DIR', help='files and received copies (default '
           '/var/tmp/repronet-transfer: on disk, so --dropcache means a disk read)')
@@ -188,8 +194,9 @@ class Transfer(Experiment):
         """Return size, packet, load, path and capture points, repetition outermost."""
         ints = lambda flag: _list(getattr(params, flag), flag, int, 1, 1 << 31)   # noqa: E731
         largest = max(ints('sizes') + [params.load_size, params.packet_size_file])
-        values = [{'kind': 'size', 'size': s, 'packet': params.packet}
-                  for s in ints('sizes')]
+        colds = {'off': [False], 'on': [True], 'both': [False, True]}[params.dropcache]
+        values = [{'kind': 'size', 'size': s, 'packet': params.packet, 'cold': cold}
+                  for s in ints('sizes') for cold in colds]
         values += [{'kind': 'packet', 'size': params.packet_size_file, 'packet': p}
                    for p in ints('packets')]
         values += [{'kind': 'load', 'size': params.load_size, 'packet': params.packet,

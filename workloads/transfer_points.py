@@ -137,8 +137,8 @@ class Point:
                                 dir=self.params.workdir)
         try:
             self._ours(recv)
-            if self.point['kind'] != 'capture':
-                self._iperf()
+            if self.point['kind'] != 'capture' and not self.point.get('cold'):
+                self._iperf()           # iperf3 reads no file: its warm twin has it
         finally:
             self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
             shutil.rmtree(recv, ignore_errors=True)
@@ -157,7 +157,9 @@ class Point:
         ctx, p, point = self.ctx, self.params, self.point
         server = self._start(self.server_host, self.names['server'], [
             sys.executable, '-m', 'nodes.transfer.server', '--root', self.files.folder,
-            '--host', '0.0.0.0', '--port', PORT, '--timeout', p.timeout],
+            '--host', '0.0.0.0', '--port', PORT, '--timeout', p.timeout] + (
+            [] if p.congestion_control == 'machine' else
+            ['--congestion-control', p.congestion_control]),
             ready=LogReady(), timeout=60)
         capture = None
         if point['kind'] == 'capture':
@@ -176,7 +178,8 @@ class Point:
                     '--packet', point['packet'], '--timeout', p.timeout, '--barrier']
             argv += [] if p.nodelay else ['--no-nodelay']
             argv += ['--segment'] if p.segment else []
-            argv += ['--dropcache'] if p.dropcache else []
+            cold = point.get('cold', p.dropcache == 'on')
+            argv += ['--dropcache'] if cold else []
             clients.append(self._start(host, log, argv, barrier=True, ready=LogReady()))
         with ctx.timed():
             ctx.release(clients, timeout=120)
@@ -223,6 +226,8 @@ class Point:
         else:
             argv += ['-n', point['size']]
             limit = self._seconds()
+        if p.congestion_control != 'machine':
+            argv += ['-C', p.congestion_control]
         if point['kind'] != 'path':
             argv += ['-N'] if p.nodelay else []
             argv += ['-M', self.mss] if (p.segment and self.mss) else []

@@ -42,6 +42,21 @@ def set_nodelay(sock, on):
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if on else 0)
 
 
+def set_congestion_control(sock, name):
+    """Use congestion control `name` on this socket (None: keep the namespace default) and
+    return the one in use. Per socket, because a network namespace other than the first may
+    only default to the algorithms in tcp_allowed_congestion_control; as root a socket may
+    use any the kernel has. OSError (one sentence) when the kernel refuses it."""
+    if name:
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, name.encode())
+        except OSError as e:
+            raise OSError(e.errno, 'congestion control %r refused: %s' % (
+                name, e.strerror)) from None
+    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).split(
+        b'\0')[0].decode()
+
+
 async def send_file(sock, path, packet, timeout, dropcache=False, size=None):
     """Send a file's bytes over a non-blocking socket in packet-sized send() calls and
     return the sender's record (T_x from first to last write, and from the open).

@@ -2,6 +2,7 @@
 
     python -m nodes.transfer.server --root DIR [--host 0.0.0.0] [--port 5001]
         [--max-connections 256] [--timeout 30] [--max-put-bytes 1073741824]
+        [--congestion-control NAME]
 
 The protocol and its checks are in ``nodes/transfer/core.py``; the sending loop (one
 ``send()`` per packet) in ``sending.py``. Every connection carries one transfer and gets
@@ -33,7 +34,7 @@ import time
 from nodes.dht.common import JsonLog, UsageParser, error, stop_event_on_signals
 from nodes.transfer import core
 from nodes.transfer.receiving import receive_into
-from nodes.transfer.sending import Stalled, send_file, set_nodelay
+from nodes.transfer.sending import Stalled, send_file, set_congestion_control, set_nodelay
 
 
 class Refused(Exception):
@@ -167,6 +168,7 @@ class FileServer:
             raise Refused('not a regular file: %r' % req.name)
         digest = self.sha256(path, st)
         set_nodelay(conn, req.nodelay)
+        fields['congestion_control'] = set_congestion_control(conn, self.args.congestion_control)
         conn.setblocking(True)
         conn.settimeout(self.args.timeout)
         conn.sendall(core.ok_line(st.st_size, digest))
@@ -236,7 +238,16 @@ def parse_args(argv):
     p.add_argument('--timeout', type=float, default=30.0,
                    help='seconds a connection may stay idle (default 30)')
     p.add_argument('--max-put-bytes', type=int, default=1 << 30)
+    p.add_argument('--congestion-control', metavar='NAME',
+                   help='TCP congestion control of every sending socket (e.g. cubic, reno, '
+                   'bbr; default: the namespace default)')
     args = p.parse_args(argv)
+    if args.congestion_control is not None:
+        with open('/proc/sys/net/ipv4/tcp_available_congestion_control') as f:
+            have = f.read().split()
+        if args.congestion_control not in have:
+            p.error('--congestion-control %r is not one this kernel has (%s)' % (
+                args.congestion_control, ' '.join(have)))
     if not os.path.isdir(args.root):
         p.error('--root %r is not a folder' % args.root)
     p.bounded(args, 'port', 0, 65535)
