@@ -186,11 +186,11 @@ LINESTYLES = ('-', '--', ':', '-.')
 
 def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
                     reference=None, reference_label='configured',
-                    ylim_zero=True, style=None, xlim_zero=True):
+                    ylim_zero=True, style=None, xlim_zero=True, logx=False):
     """Lines of y over x, one colour per hue value (and one line style per style value).
 
     ylim_zero starts the y axis at 0 (with room above the highest value or reference);
-    xlim_zero starts the x axis at 0.
+    xlim_zero starts the x axis at 0; logx draws x on a log scale (sizes over decades).
     """
     with _style():
         fig, ax = plt.subplots(figsize=SIZE)
@@ -213,7 +213,9 @@ def lines_over_time(df, x, y, hue, figures_dir, name, title, xlabel, ylabel,
         if ylim_zero:
             top = max([df[y].max() if len(df) else 0, reference or 0])
             ax.set_ylim(0, top * 1.15 if top > 0 else 1)
-        if xlim_zero:
+        if logx:
+            ax.set_xscale('log')
+        elif xlim_zero:
             ax.set_xlim(left=0)
         _finish(ax, title, xlabel, ylabel, legend_title=hue)
         return save(fig, figures_dir, name)
