@@ -65,15 +65,17 @@ def draw(run_dir, data, manifest):
         rows = []
         for r in path.itertuples():
             loss = 'loss %g %%' % r.loss
-            rows.append({'delay_ms': r.delay_ms, 'mbps': r.rx_mbps, 'series': 'ours, ' + loss})
-            if r.mathis_mbps:
+            rows.append({'delay_ms': r.delay_ms, 'mbps': r.rx_mbps, 'loss': loss,
+                         'what': 'ours'})
+            if r.mathis_mbps:       # capped at twice the link so the rates stay readable
                 rows.append({'delay_ms': r.delay_ms, 'mbps': min(r.mathis_mbps, 2 * r.bw),
-                             'series': 'Mathis bound, ' + loss})
+                             'loss': loss, 'what': 'Mathis bound'})
         drawn['rate_by_path'] = figures.lines_over_time(
-            pd.DataFrame(rows).dropna(), 'delay_ms', 'mbps', 'series', out, 'rate_by_path',
-            'Rate against one-way delay and loss (%g Mbit/s link)' % path['bw'].iloc[0],
-            'one-way delay of the link (ms, log scale)', 'Mbit/s',
-            reference=float(path['bw'].iloc[0]), reference_label='link rate', logx=True)
+            pd.DataFrame(rows).dropna(), 'delay_ms', 'mbps', 'loss', out, 'rate_by_path',
+            'Rate against one-way delay and loss (%g Mbit/s link; bound capped at 2x)'
+            % path['bw'].iloc[0], 'one-way delay of the link (ms, log scale)', 'Mbit/s',
+            reference=float(path['bw'].iloc[0]), reference_label='link rate', logx=True,
+            style='what')
     return drawn
 
 

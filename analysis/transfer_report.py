@@ -31,7 +31,6 @@ def _worst(values, key=min):
 def targets(data, manifest):
     """Return the targets table."""
     points = data['points']
-    failed = int(points['failed'].sum()) if len(points) else 0
     bound = bool(points['cpu_bound'].fillna(False).astype(bool).any()) if len(points) else False
     rows = []
     t1 = data['table1_size']
@@ -55,6 +54,11 @@ def targets(data, manifest):
     worst = _worst(ratios, key=lambda v: max(v, key=lambda x: abs(x - 1)))
     verdict, notes = _verdict(worst, worst is not None and abs(worst - 1) <= SHARE_GOAL,
                               load_failed, load_bound)
+    one = t3.loc[t3['conns'] == 1, 'aggregate_mbps'] if len(t3) else []
+    if worst is not None and worst > 1 + SHARE_GOAL and len(one):
+        notes = '; '.join(filter(None, [notes, 'more than one connection moved: one alone '
+                                        'left the link partly idle (%.0f Mbit/s from request '
+                                        'to last byte)' % one.iloc[0]]))
     rows.append({'target': 'N connections together / one connection (furthest from 1)',
                  'measured': worst, 'goal': '1 +- %g' % SHARE_GOAL, 'verdict': verdict,
                  'notes': notes})
@@ -76,7 +80,7 @@ def targets(data, manifest):
     rows.append({'target': 'captured segments carry exactly one packet (none larger)',
                  'measured': float(good), 'goal': '%d of %d points' % (len(cap), len(cap)),
                  'verdict': 'no data' if not len(cap) else (
-                     'met' if good == len(cap) and not failed else 'not met'),
+                     'met' if good == len(cap) else 'not met'),
                  'notes': ''})
     out = pd.DataFrame(rows, columns=TARGET_COLUMNS)
     if bound:
