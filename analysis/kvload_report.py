@@ -114,6 +114,17 @@ def _table(df, columns, fmt='%.4f'):
     return out
 
 
+def figures_and_inputs(drawn, missing):
+    """A report's closing sections: the figure files drawn, then any input missing."""
+    lines = ['', '## Figures', '']
+    for name, saved in sorted(drawn.items()):
+        lines += ['- `figures/%s`' % pathlib.Path(p).name for p in saved]
+    if len(missing):
+        lines += ['', '## Inputs missing or unreadable', '']
+        lines += ['- %s' % p for p in missing['problem']]
+    return lines
+
+
 def _why_seed_is_fast(data):
     """Whether a networked store reached the seed's one-client figures in this run, and
     what the seed's 0.021-0.029 ms per request most likely measured."""
@@ -232,13 +243,7 @@ def report(manifest, data, drawn):
                         ['rank', 'function', 'calls', 'own_s', 'own_share'], '%.3f')
         lines[-len(prof) - 2] = lines[-len(prof) - 2].replace('own_share', 'own_share (%)')
     lines += ['', '## What the seed measured', '', _why_seed_is_fast(data)]
-    lines += ['', '## Figures', '']
-    for name, saved in sorted(drawn.items()):
-        lines += ['- `figures/%s`' % pathlib.Path(p).name for p in saved]
-    missing = data['inputs']
-    if len(missing):
-        lines += ['', '## Inputs missing or unreadable', '']
-        lines += ['- %s' % p for p in missing['problem']]
+    lines += figures_and_inputs(drawn, data['inputs'])
     lines += ['', 'Operations: %s.' % ', '.join('%s = %s' % (k, v)
                                                for k, v in OP_NAMES.items())]
     return '\n'.join(lines) + '\n'

@@ -11,7 +11,7 @@ import pathlib
 import pandas as pd
 
 from analysis import inputs, machine, transfer_seed
-from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict
+from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
 from analysis.stats import cpu_bar
 from analysis.tables import cell as _f, nan
 
@@ -265,11 +265,5 @@ def report(manifest, data, drawn):
             lines += ['', '## %s' % title, ''] + _table(df, [c for c in cols if c in df], '%.2f')
     lines += ['', '## The seed\'s observations against this run', ''] + _observations(
         data, manifest)
-    lines += ['', '## Figures', '']
-    for name, saved in sorted(drawn.items()):
-        lines += ['- `figures/%s`' % pathlib.Path(p).name for p in saved]
-    missing = data['inputs']
-    if len(missing):
-        lines += ['', '## Inputs missing or unreadable', '']
-        lines += ['- %s' % p for p in missing['problem']]
+    lines += figures_and_inputs(drawn, data['inputs'])
     return '\n'.join(lines) + '\n'

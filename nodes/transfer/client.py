@@ -28,7 +28,7 @@ import time
 
 from nodes.dht.common import JsonLog, UsageParser, wait_go
 from nodes.transfer import core
-from nodes.transfer.receiving import receive_into
+from nodes.transfer.receiving import receive_into, unlink_quietly
 from nodes.transfer.sending import Stalled, send_file, set_nodelay
 
 
@@ -109,7 +109,7 @@ async def get(args, log, sock, fields):
         result = receiver.finish()
         os.replace(temp, final)
     except BaseException:
-        _unlink(temp)
+        unlink_quietly(temp)
         raise
     result.update(path=final, total_s=round(result['t_last_read'] - fields['t_request'], 6)
                   if result['t_last_read'] is not None else 0.0,
@@ -172,14 +172,6 @@ def _sentence(exc):
     if isinstance(exc, OSError):
         return 'transfer failed: %s' % (exc.strerror or exc)
     return str(exc)
-
-
-def _unlink(path):
-    """Remove a file if it exists."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def parse_args(argv):

@@ -7,6 +7,7 @@ so memory stays bounded whatever the file size.
 """
 
 import asyncio
+import os
 import time
 
 from nodes.transfer.sending import Stalled
@@ -37,3 +38,11 @@ async def receive_into(loop, sock, receiver, f, rest, timeout, progress,
         receiver.receive(view[:n], time.monotonic())
         f.write(view[:n])
         progress['bytes'] = receiver.bytes
+
+
+def unlink_quietly(path):
+    """Remove a temporary file if it exists (what a failed receive leaves)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -33,7 +33,7 @@ import time
 
 from nodes.dht.common import JsonLog, UsageParser, error, stop_event_on_signals
 from nodes.transfer import core
-from nodes.transfer.receiving import receive_into
+from nodes.transfer.receiving import receive_into, unlink_quietly
 from nodes.transfer.sending import Stalled, send_file, set_congestion_control, set_nodelay
 
 
@@ -195,7 +195,7 @@ class FileServer:
             result = receiver.finish()
             os.replace(temp, path)
         except BaseException:
-            _unlink(temp)
+            unlink_quietly(temp)
             raise
         conn.setblocking(True)
         conn.settimeout(self.args.timeout)
@@ -217,14 +217,6 @@ def _sentence(exc):
     if isinstance(exc, (ConnectionResetError, BrokenPipeError)):
         return 'the client went away mid-transfer (%s)' % (exc.strerror or exc)
     return 'transfer failed: %s' % (exc.strerror or exc)
-
-
-def _unlink(path):
-    """Remove a file if it exists."""
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def parse_args(argv):
