@@ -42,31 +42,13 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 from mininet.topo import Topo  # noqa: E402
 
 from repronet.emu.linkemu_params import LinkEmulationError, parse_time_ms  # noqa: E402
-from repronet.run.options import UsageError  # noqa: E402
+from repronet.run.options import UsageError, list_text as _csv, number_list as _list  # noqa: E402,E501
 from repronet.run.runner import Experiment  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from workloads import transfer_points as tp  # noqa: E402
 
 KB, MB = 1000, 1000 * 1000     # the seed's units (its 10 MB file is 10^7 bytes)
 SEED_SIZES = [1 * KB, 100 * KB, 500 * KB] + [s * MB for s in (10, 20, 30, 40, 50, 60, 70)]
-
-
-def _list(text, flag, parse, low, high):
-    """Parse 'a,b,c' into sorted distinct values within [low, high] (one sentence if not)."""
-    try:
-        values = sorted({parse(v) for v in str(text).split(',') if v.strip()})
-    except ValueError:
-        values = []
-    if not values or values[0] < low or values[-1] > high:
-        raise UsageError('--%s must list %s from %s to %s, not %r' % (
-            flag, 'whole numbers' if parse is int else 'numbers', _csv([low]),
-            _csv([high]), text))
-    return values
-
-
-def _csv(values):
-    """Write a list back the way the flag takes it."""
-    return ','.join(str(v) if isinstance(v, int) else '%g' % v for v in values)
 
 
 class TransferTopo(Topo):

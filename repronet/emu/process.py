@@ -116,17 +116,18 @@ class TcpReady:
 _TCP_LISTEN = '0A'  # st column of /proc/net/tcp: TCP_LISTEN
 
 
-def listening_inodes(port, pid='self'):
-    """Socket inodes listening on TCP `port` in the network namespace of process `pid`."""
+def listening_inodes(port, pid='self', udp=False):
+    """Socket inodes listening on TCP `port` (with udp: bound to UDP `port`) in the network
+    namespace of process `pid`."""
     inodes = set()
-    for table in ('tcp', 'tcp6'):
+    for table in (('udp', 'udp6') if udp else ('tcp', 'tcp6')):
         try:
             with open('/proc/%s/net/%s' % (pid, table), encoding='ascii') as lines:
                 next(lines, None)
                 for line in lines:
                     fields = line.split()
                     local_port = int(fields[1].rsplit(':', 1)[1], 16)
-                    if local_port == port and fields[3] == _TCP_LISTEN:
+                    if local_port == port and (udp or fields[3] == _TCP_LISTEN):
                         inodes.add(fields[9])
         except OSError:  # the process (and its namespace) is gone
             continue
@@ -174,6 +175,18 @@ class TcpListening:
 
     def __repr__(self):
         return 'TcpListening(%d)' % self.port
+
+
+class UdpBound(TcpListening):
+    """Ready when the node's namespace has a UDP socket bound to the port (a daemon such
+    as uftpd that prints no ready line of its own)."""
+
+    def check(self, node):
+        """Return True if a UDP socket in node's namespace is bound to the port."""
+        return bool(listening_inodes(self.port, node.pid, udp=True))
+
+    def __repr__(self):
+        return 'UdpBound(%d)' % self.port
 
 
 class NodeProcess:

@@ -127,6 +127,25 @@ def check_range(params, flag, low, high, what='a whole number'):
             flag.replace('_', '-'), value, what, _num(low), _num(high)))
 
 
+def number_list(text, flag, parse, low, high):
+    """Parse a flag's 'a,b,c' into sorted distinct numbers (int or float, by parse) within
+    [low, high]; UsageError in one sentence if it does not parse or lies outside."""
+    try:
+        values = sorted({parse(v) for v in str(text).split(',') if v.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] < low or values[-1] > high:
+        raise UsageError('--%s must list %s from %s to %s, not %r' % (
+            flag, 'whole numbers' if parse is int else 'numbers', list_text([low]),
+            list_text([high]), text))
+    return values
+
+
+def list_text(values):
+    """Write numbers back the way a list flag takes them ('1,2.5,1000000')."""
+    return ','.join(str(v) if isinstance(v, int) else '%g' % v for v in values)
+
+
 def _num(x):
     """Return a bound as people write it (1000, 0.001, 2^63-1)."""
     if x == 2 ** 63 - 1:
