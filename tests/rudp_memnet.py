@@ -40,12 +40,14 @@ class Link:
         return times
 
 
-def run(data, forward=None, backward=None, limit=120.0, inject=(), **sender_args):
+def run(data, forward=None, backward=None, limit=120.0, inject=(), reorder_wait=0.0,
+        **sender_args):
     """Send data; return (received bytes or None, sender, receiver, events)."""
     forward, backward = forward or Link(), backward or Link(seed=2)
     sha = hashlib.sha256(data).digest()
     sender = Sender(0x1234, memoryview(data), sha, 'f.bin', 0.0, **sender_args)
-    receiver = Receiver(0.0, timeout=sender_args.get('timeout', 10.0))
+    receiver = Receiver(0.0, timeout=sender_args.get('timeout', 10.0),
+                        reorder_wait=reorder_wait)
     buf, events, heap, seq = None, [], [], 0
     for t, raw in inject:                               # forged or stray datagrams
         heapq.heappush(heap, (t, seq, 'r', raw))

@@ -125,3 +125,13 @@ def test_any_loss_pattern_that_lets_data_through_gives_identical_bytes(seed, los
                             Link(loss=loss, duplicate=dup, seed=seed + 1), block=block,
                             window=window, timeout=30.0, limit=600.0)
     assert sender.state == 'done' and got == data
+
+
+def test_a_reorder_wait_spares_resending_what_jitter_reordered():
+    jittery = dict(forward=Link(delay=0.002, jitter=0.002, seed=9),
+                   backward=Link(delay=0.002, seed=10))
+    _, eager, _, _ = run(DATA, block=2, **jittery)
+    got, patient, receiver, _ = run(DATA, block=2, reorder_wait=0.003, **jittery)
+    assert got == DATA and patient.state == 'done'
+    assert eager.stats['retransmitted'] > 20            # reordered, not lost: resent anyway
+    assert patient.stats['retransmitted'] == 0

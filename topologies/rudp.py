@@ -73,12 +73,14 @@ class Rudp(Experiment):
         'seed': {'size': 190000000, 'blocks': '1,2,4,8,16,32,64', 'delays': '1,5,20',
                  'losses': '0,0.1,1,5', 'repeat': 3},
         'defaults': {'bw': 100.0, 'delay': '3ms', 'jitter': '0.5ms', 'loss': 0.1,
-                     'window': 16, 'rate': None, 'timeout': 10.0,
+                     'window': 16, 'rate': None, 'timeout': 10.0, 'reorder_wait': 0.001,
+                     'congestion_control': 'cubic',
                      'workdir': '/var/tmp/repronet-rudp'},
     }
     limits = {'size': (1, 1 << 34, 'bytes'), 'bw': (1, 1000, 'Mbit/s'),
               'loss': (0, 50, 'percent'), 'window': (1, 4096, 'a whole number'),
-              'rate': (0.1, 1000, 'Mbit/s'), 'timeout': (0.5, 600, 'seconds')}
+              'rate': (0.1, 1000, 'Mbit/s'), 'timeout': (0.5, 600, 'seconds'),
+              'reorder_wait': (0, 1, 'seconds')}
 
     def add_arguments(self, parser):
         """Add the experiment's flags (defaults per --scale in the help)."""
@@ -95,6 +97,12 @@ class Rudp(Experiment):
         a('--rate', type=float, metavar='MBIT', help='pacing of the windowed mode and '
           'uftp (default 0.95 x --bw: the payload rate a bw link can carry)')
         a('--timeout', type=float, metavar='S', help='silence before a transfer fails')
+        a('--reorder-wait', type=float, metavar='S', help='our receiver waits this long '
+          'after a round\'s last datagram before naming the missing ones, so what jitter '
+          'reordered is not resent (default 0.001; 0: at once)')
+        a('--congestion-control', choices=('cubic', 'reno', 'bbr', 'machine'),
+          help='TCP congestion control of iperf3 (default cubic: loss-based, as TCP was '
+          'in the seed; machine: the namespace default, bbr here)')
         a('--workdir', metavar='DIR', help='the file and received copies')
 
     def check(self, params):

@@ -24,7 +24,7 @@ PACKAGES=(
     python3-setuptools python3-pip
     redis-server redis-tools python3-redis python3-hiredis python3-uvloop
     python-is-python3
-    iperf3 iptables ethtool bridge-utils cgroup-tools iproute2 iputils-ping procps psmisc
+    iperf3 uftp iptables ethtool bridge-utils cgroup-tools iproute2 iputils-ping procps psmisc
     kmod util-linux tcpdump git
     gcc make libc6-dev pkg-config libnetfilter-queue-dev
 )

@@ -87,7 +87,8 @@ class Point:
         name = self.files.name(self.point['size'])
         self._start(self.receiver, '%s-recv' % self.tag, [
             sys.executable, '-m', 'nodes.rudp.recv', '--port', PORT, '--out', out,
-            '--once', '--timeout', p.timeout, '--linger', 0.5], ready=LogReady())
+            '--once', '--timeout', p.timeout, '--linger', 0.5,
+            '--reorder-wait', p.reorder_wait], ready=LogReady())
         sender = self._start(self.sender, '%s-send' % self.tag, [
             sys.executable, '-m', 'nodes.rudp.send', '--dst', ctx.host(self.receiver).IP(),
             '--port', PORT, '--file', os.path.join(self.files.folder, name),
@@ -103,6 +104,8 @@ class Point:
 
     def _tcp(self, out):
         argv = ['-n', self.point['size']]
+        if self.params.congestion_control != 'machine':
+            argv += ['-C', self.params.congestion_control]
         if self.point['mode'] == 'tcp92k':
             argv += ['-w', '92K', '-l', '92K']
         self._iperf(argv)

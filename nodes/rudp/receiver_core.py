@@ -44,8 +44,10 @@ class Complete:
 class Receiver:
     """One transfer from one sender."""
 
-    def __init__(self, now, timeout=10.0, linger=1.0, max_size=1 << 40):
+    def __init__(self, now, timeout=10.0, linger=1.0, max_size=1 << 40, reorder_wait=0.0):
         self.timeout, self.linger, self.max_size = timeout, linger, max_size
+        self.reorder_wait = reorder_wait    # see _data: datagrams overtaken by the last one
+        self.pending = {}                   # block -> when to report what is still missing
         self.state = WAITING
         self.session = None
         self.events = []
@@ -127,12 +129,19 @@ class Receiver:
                 del self.got[b]
                 self.whole[b] = 1
                 self.left -= 1
+                self.pending.pop(b, None)
                 self.out.append(wire.ack(self.session, b, self.count(b), ()))
                 if not self.left:
                     self._complete(now)
                 return
         if msg.flags & wire.FLAG_LAST:
-            self._poll(b)
+            # With jitter, the round's last datagram can overtake others of its block; to
+            # report them missing at once would make the sender resend what is on its way.
+            # Wait up to reorder_wait (0: answer at once, as the seed's protocol does).
+            if self.reorder_wait > 0:
+                self.pending.setdefault(b, now + self.reorder_wait)
+            else:
+                self._poll(b)
 
     def _poll(self, b):
         """Answer which datagrams of block b are missing (DONE for the end-of-file poll)."""
@@ -167,7 +176,12 @@ class Receiver:
         self.state, self.error = FAILED, reason
 
     def handle_timer(self, now):
-        """End the linger, or fail after the silence timeout."""
+        """Report blocks whose reorder wait ended; end the linger, or fail after the
+        silence timeout."""
+        for b, due in sorted(self.pending.items()):
+            if due <= now:
+                del self.pending[b]
+                self._poll(b)
         if self.state == LINGERING and now >= self.linger_until:
             self.state = DONE if self.ok else FAILED
         elif self.state in (WAITING, RECEIVING) and self.started is not None and \
@@ -180,7 +194,7 @@ class Receiver:
         if self.state == LINGERING:
             return self.linger_until
         if self.state == RECEIVING:
-            return self.last_heard + self.timeout
+            return min([self.last_heard + self.timeout] + list(self.pending.values()))
         return None
 
     def pop_events(self):

@@ -78,12 +78,17 @@ def parse_args(argv):
     p.add_argument('--linger', type=float, default=1.0,
                    help='seconds to repeat DONE to a sender that did not hear it')
     p.add_argument('--max-bytes', type=int, default=1 << 40)
+    p.add_argument('--reorder-wait', type=float, default=0.0, metavar='S',
+                   help='wait this long after a round\'s last datagram before reporting '
+                   'the block\'s missing ones (datagrams a jittery link reordered are '
+                   'then not resent; default 0: at once, as the seed)')
     p.add_argument('--once', action='store_true', help='exit after one transfer')
     args = p.parse_args(argv)
     p.bounded(args, 'port', 0, 65535)
     p.bounded(args, 'timeout', 0.01, 86400)
     p.bounded(args, 'linger', 0, 3600)
     p.bounded(args, 'max_bytes', 0, 1 << 50)
+    p.bounded(args, 'reorder_wait', 0, 10)
     if not os.path.isdir(args.out):
         p.error('--out %r is not a folder' % args.out)
     return args
@@ -93,7 +98,7 @@ async def one(args, log, sock, stop):
     """Receive one transfer on sock; return True when it arrived whole."""
     loop = asyncio.get_running_loop()
     core = Receiver(time.monotonic(), timeout=args.timeout, linger=args.linger,
-                    max_size=args.max_bytes)
+                    max_size=args.max_bytes, reorder_wait=args.reorder_wait)
     sink = FileSink(args.out, core)
     transport, proto = await loop.create_datagram_endpoint(
         lambda: CoreProtocol(core, after=sink), sock=sock)
