@@ -24,6 +24,7 @@ import pandas as pd
 from analysis import figures, machine
 from analysis.inputs import Inputs, as_dict, incomplete, read_manifest
 from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
+from analysis.stats import cpu_bar, cpu_window, read_cpu
 from analysis.tables import cell as _f, write_tables
 
 SEED_SOURCE = 'seeds/004_5e4f43026e4f1d5b.txt'
@@ -33,7 +34,8 @@ SEED_TCP = 160
 POINT_KEYS = ('point', 'mode', 'config', 'size')
 UFTP_TIME = re.compile(r'Status: Completed\s+time:\s+([0-9.]+) seconds')
 COLUMNS = ['point', 'repetition', 'config', 'mode', 'block', 'bw', 'delay_ms', 'loss',
-           'size', 'ok', 'seconds', 'goodput_mbps', 'retransmitted', 'lost_percent', 'error']
+           'size', 'ok', 'seconds', 'goodput_mbps', 'retransmitted', 'lost_percent',
+           'cpu_bound', 'error']
 
 
 def _ours(found, logs, tag, row):
@@ -84,10 +86,14 @@ def tables(run_dir):
     manifest = read_manifest(run_dir)
     logs = run_dir / 'logs'
     found = Inputs(logs)
+    samples, interval = read_cpu(found, manifest)
+    bar = cpu_bar(manifest)
     rows = []
     for record, point, result in found.points(POINT_KEYS):
         row = {k: point.get(k) for k in COLUMNS if k in point}
-        row.update(ok=False, error=None)
+        # the whole point (start-up included): a mark errs towards CPU-bound
+        row.update(ok=False, error=None, cpu_bound=cpu_window(
+            samples, interval, record.get('started'), record.get('t'), bar)[2])
         tag = 'p%03d' % point['point']
         mode = point['mode']
         (_ours if mode in ('seed', 'window') else _uftp if mode == 'uftp' else _iperf)(
@@ -248,6 +254,12 @@ def report(manifest, data, drawn):
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                  if manifest.get('error') else ''),
              '- machine: %s' % machine.describe(manifest),
+             '- CPU over the run: mean busy %s, saturated: %s; CPU-bound points (the machine, '
+             'not the link, may have limited them): %s' % (
+                 _f(as_dict(manifest.get('cpu')).get('mean'), '%.2f'),
+                 as_dict(manifest.get('cpu')).get('saturated'), ', '.join(
+                     '%d (%s)' % (r.point, r.mode) for r in df[df['cpu_bound'] == True]  # noqa: E712
+                     .itertuples()) or 'none'),
              '- transfers: %d whole and checked, %d failed' % (
                  int(df['ok'].sum()) if len(df) else 0,
                  int((~df['ok'].astype(bool)).sum()) if len(df) else 0),

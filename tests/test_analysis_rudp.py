@@ -37,7 +37,7 @@ def run(tmp_path):
     for i, (config, delay, loss, mode, block, seconds) in enumerate(POINTS):
         point = {'point': i, 'repetition': 0, 'config': config, 'delay_ms': delay,
                  'loss': loss, 'mode': mode, 'block': block, 'size': SIZE, 'bw': 100.0}
-        records.append({'event': 'point', 'point': point,
+        records.append({'event': 'point', 'point': point, 'started': 1000.0, 't': 1009.0,
                         'result': {'problems': [], 'sha256': 'ab' * 32}})
         tag = 'p%03d' % i
         if mode in ('seed', 'window'):
@@ -53,6 +53,8 @@ def run(tmp_path):
                 'sum_received': {'seconds': seconds, 'bits_per_second': _mbps(seconds) * 1e6},
                 'sum_sent': {'retransmits': 7}}}))
     (logs / 'points.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in records))
+    (logs / 'cpu.jsonl').write_text(''.join(json.dumps({'t': 1000.0 + k / 2, 'busy': 0.1})
+                                            + '\n' for k in range(20)))
     return run
 
 
