@@ -93,14 +93,16 @@ def targets(data):
     return pd.DataFrame(rows, columns=TARGET_COLUMNS)
 
 
-def targets_text(run_dir):
-    """Return the targets of a built run as lines for the terminal."""
+def targets_text(run_dir, experiment='kvload', widths=(62, 10, 6)):
+    """Return the targets of a built run (tables/targets.csv) as lines for the terminal;
+    every experiment with a targets table prints it this way."""
     df = pd.read_csv(pathlib.Path(run_dir) / 'tables' / 'targets.csv', keep_default_na=False)
-    lines = ['kvload targets (ratios measured in this run):']
+    lines = ['%s targets (ratios measured in this run):' % experiment]
     for r in df.itertuples():
-        lines.append('  %-62s %10s  goal %-6s %s%s' % (
-            r.target, _f(r.measured if r.measured != '' else None, '%.3f')
-            if not isinstance(r.measured, str) else r.measured, r.goal, r.verdict,
+        lines.append('  %-*s %*s  goal %-*s %s%s' % (
+            widths[0], r.target, widths[1],
+            _f(r.measured if r.measured != '' else None, '%.3f')
+            if not isinstance(r.measured, str) else r.measured, widths[2], r.goal, r.verdict,
             ' (%s)' % r.notes if r.notes else ''))
     return '\n'.join(lines)
 

@@ -21,7 +21,7 @@ import re
 
 import pandas as pd
 
-from analysis import figures, machine
+from analysis import figures, kvload_report, machine
 from analysis.inputs import Inputs, as_dict, incomplete, read_manifest
 from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
 from analysis.stats import cpu_bar, cpu_window, read_cpu
@@ -202,13 +202,7 @@ def targets(data):
 
 def targets_text(run_dir):
     """The targets of a built run as lines for the terminal."""
-    df = pd.read_csv(pathlib.Path(run_dir) / 'tables' / 'targets.csv', keep_default_na=False)
-    lines = ['rudp targets (ratios measured in this run):']
-    for r in df.itertuples():
-        measured = r.measured if isinstance(r.measured, str) else _f(r.measured, '%.3f')
-        lines.append('  %-52s %8s  goal %-20s %s%s' % (
-            r.target, measured or '-', r.goal, r.verdict, ' (%s)' % r.notes if r.notes else ''))
-    return '\n'.join(lines)
+    return kvload_report.targets_text(run_dir, 'rudp', (52, 8, 20))
 
 
 def draw(run_dir, data):

@@ -6,11 +6,10 @@ measured rate against the Mathis bound of the configured path. A target with a f
 transfer is never called met, and a CPU-bound measurement says so beside its verdict.
 """
 
-import pathlib
 
 import pandas as pd
 
-from analysis import inputs, machine, transfer_seed
+from analysis import inputs, kvload_report, machine, transfer_seed
 from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
 from analysis.stats import cpu_bar
 from analysis.tables import cell as _f, nan
@@ -122,13 +121,7 @@ def _mathis_target(path, cc):
 
 def targets_text(run_dir):
     """Return the targets of a built run as lines for the terminal."""
-    df = pd.read_csv(pathlib.Path(run_dir) / 'tables' / 'targets.csv', keep_default_na=False)
-    lines = ['transfer targets (ratios measured in this run):']
-    for r in df.itertuples():
-        measured = r.measured if isinstance(r.measured, str) else _f(r.measured, '%.3f')
-        lines.append('  %-64s %8s  goal %-14s %s%s' % (
-            r.target, measured or '-', r.goal, r.verdict, ' (%s)' % r.notes if r.notes else ''))
-    return '\n'.join(lines)
+    return kvload_report.targets_text(run_dir, 'transfer', (64, 8, 14))
 
 
 def _observations(data, manifest):
