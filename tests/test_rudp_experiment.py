@@ -35,9 +35,11 @@ def test_smoke_run_end_to_end(tmp_path):
     sent = [json.loads(x) for x in (out / 'logs' / 'p001-send.jsonl').read_text().splitlines()]
     done = [r for r in sent if r['event'] == 'done'][0]
     assert done['bytes'] == manifest['params']['size'] and done['block'] == 32
-    lossy = [json.loads(x) for x in (out / 'logs' / 'p008-send.jsonl').read_text()
-             .splitlines() if '"done"' in x][0]
-    assert lossy['retransmitted'] > 0           # 1 % loss: repaired, not lost
+    # the 1 % loss pair: both of our modes' copies whole (a 300 KB file meets no loss in
+    # about 1 run of 8, so the repair count itself is not asserted)
+    lossy = [r for r in points if r['point']['config'] == 1 and r['point']['mode'] in (
+        'seed', 'window')]
+    assert len(lossy) == 2 and all(r['result']['problems'] == [] for r in lossy)
     seed = pd.read_csv(out / 'tables' / 'seed.csv')
     assert set(seed['mode']) >= {'B=1', 'B=32', 'TCP 92 KB', 'uftp'}
     assert 'machine: ' in (out / 'report.md').read_text()
