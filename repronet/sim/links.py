@@ -1,0 +1,195 @@
+"""The simulated network: the topology's links as queues, wires and coin flips.
+
+The model (DESIGN.md, "Simulation backend", states it for users):
+
+* Every link is two directions, each read from the same TCLink keywords the emulator gets
+  (``repronet.emu.linkemu_params.link_directions``: ``bw``, ``delay``, ``jitter``, ``loss``,
+  ``max_queue_size``, ``params1``/``params2``), so a topology script needs no change.
+* A direction is a port: a drop-tail FIFO of at most ``max_queue_size`` packets (default
+  1,000, an interface's txqueuelen), serialised at ``bw`` (unshaped: no serialisation
+  time), then ``delay`` plus one uniform draw in [-jitter, +jitter] of propagation (netem's
+  default distribution, and the emulator's daemon's), with loss drawn per packet at the
+  port where it is enqueued. Packets that share a port queue behind each other, so
+  bandwidth sharing and queueing delay exist.
+* A packet goes hop by hop along the shortest path (fewest links; ties broken by node
+  names, so the route is the same in every run). Switches forward at no cost.
+* A *train* is k back-to-back packets of one stream write (up to 64 KiB, like a TSO
+  segment): it takes k slots of the queue, k packets' bytes of serialisation, and is lost
+  if any of its packets is (one draw with probability 1 - (1 - p)^k). A port forwards a
+  train packet by packet: it starts when the first packet is in and finishes no earlier
+  than one packet after the last arrived, and jitter is one draw for the whole train. One
+  event per train per hop, not per packet, keeps large transfers cheap.
+* Randomness: one ``random.Random`` for the whole network, seeded from the run's seed and
+  reseeded per point (as the emulator's delay daemons are), drawn in event order, so the
+  same seed gives the same drops and jitter.
+"""
+
+import collections
+import random
+
+from repronet.emu.linkemu_params import link_directions
+
+DEFAULT_QUEUE = 1000        # packets: an interface's default txqueuelen
+
+
+class Port:
+    """One direction of one link: queue, serialisation, propagation, loss."""
+
+    __slots__ = ('src', 'dst', 'rate', 'delay', 'jitter', 'loss', 'limit', 'up',
+                 'busy_until', 'backlog', 'queued', 'sent', 'dropped', 'overflow', 'bytes',
+                 'params')
+
+    def __init__(self, src, dst, params):
+        self.src, self.dst, self.params = src, dst, params
+        self.rate = params.bw * 1e6 / 8 if params.bw else None     # bytes per second
+        self.delay = params.delay_ms / 1000.0
+        self.jitter = params.jitter_ms / 1000.0
+        self.loss = params.loss / 100.0
+        self.limit = params.max_queue_size or DEFAULT_QUEUE
+        self.up = True
+        self.busy_until = 0.0
+        self.backlog = collections.deque()      # (time its last byte leaves, packets)
+        self.queued = 0                         # packets waiting or being serialised
+        self.sent = self.dropped = self.overflow = self.bytes = 0
+
+    def enqueue(self, first, last, nbytes, packets, rng):
+        """Offer a train whose first packet arrives at time first and last at last; return
+        (first, last) arrival times at dst, or None if it is dropped.
+
+        Packets are forwarded one by one (cut-through per train): the port starts sending
+        when the first packet is here and cannot finish before the last one has arrived
+        and been sent, so a 64 KiB train is not delayed by its own length at every hop."""
+        if not self.up:
+            self.dropped += packets
+            return None
+        backlog = self.backlog
+        while backlog and backlog[0][0] <= first:
+            self.queued -= backlog.popleft()[1]
+        if self.queued + packets > self.limit:
+            self.overflow += packets
+            return None
+        if self.loss and rng.random() >= (1.0 - self.loss) ** packets:
+            self.dropped += packets
+            return None
+        start, finish = max(first, self.busy_until), last
+        if self.rate is not None:
+            one = nbytes / packets / self.rate
+            finish = max(start + nbytes / self.rate, last + one)
+            start += one
+            self.busy_until = finish
+            backlog.append((finish, packets))
+            self.queued += packets
+        self.sent += packets
+        self.bytes += nbytes
+        delay = self.delay
+        if self.jitter:
+            delay = max(0.0, delay + rng.uniform(-self.jitter, self.jitter))
+        return start + delay, finish + delay
+
+    def record(self):
+        """The port's counters for the manifest and tables."""
+        return {'src': self.src, 'dst': self.dst, 'packets': self.sent,
+                'dropped': self.dropped, 'overflow': self.overflow, 'bytes': self.bytes}
+
+
+class Network:
+    """Hosts, switches and ports built from a mininet Topo; moves trains between hosts."""
+
+    def __init__(self, engine, topo, seed=0):
+        self.engine = engine
+        self.rng = random.Random(seed)
+        self.hosts = list(topo.hosts())
+        self.switches = list(topo.switches())
+        self.ports = {}             # (src, dst) -> Port
+        self.neighbours = collections.defaultdict(list)
+        for n1, n2, info in topo.links(withInfo=True):
+            forward, backward = link_directions(info, n1, n2)
+            self.ports[(n1, n2)] = Port(n1, n2, forward)
+            self.ports[(n2, n1)] = Port(n2, n1, backward)
+            self.neighbours[n1].append(n2)
+            self.neighbours[n2].append(n1)
+        for names in self.neighbours.values():
+            names.sort()
+        self._routes = {}
+        self.stack_by_ip = {}       # ip -> streams.Stack (each Stack adds itself)
+
+    def reseed(self, seed):
+        """Draw this point's losses and jitter from its own seed."""
+        self.rng.seed(seed)
+
+    def route(self, src, dst):
+        """The ports from host src to host dst (fewest hops, ties by name), or None."""
+        key = (src, dst)
+        if key not in self._routes:
+            self._routes[key] = self._search(src, dst)
+        return self._routes[key]
+
+    def _search(self, src, dst):
+        """Breadth-first search over the links; hosts do not forward."""
+        hosts = set(self.hosts)
+        parent = {src: None}
+        frontier = collections.deque([src])
+        while frontier:
+            node = frontier.popleft()
+            if node == dst:
+                break
+            if node != src and node in hosts:
+                continue
+            for nxt in self.neighbours[node]:
+                if nxt not in parent:
+                    parent[nxt] = node
+                    frontier.append(nxt)
+        if dst not in parent:
+            return None
+        path, node = [], dst
+        while parent[node] is not None:
+            path.append(self.ports[(parent[node], node)])
+            node = parent[node]
+        return path[::-1]
+
+    def send(self, src, dst, nbytes, packets, arrived, lost=None):
+        """Start a train of packets (nbytes on the wire) from host src to host dst;
+        call arrived(time) when its last packet reaches dst, or lost(time) where it is
+        dropped."""
+        path = self.route(src, dst)
+        if not path:
+            if lost is not None:
+                self.engine.at(self.engine.now, lost, self.engine.now)
+            return
+        now = self.engine.now
+        self._hop(path, 0, now, now, nbytes, packets, arrived, lost)
+
+    def _hop(self, path, i, first, last, nbytes, packets, arrived, lost):
+        """Enqueue the train at port i of its path; schedule the next hop or the end."""
+        engine = self.engine
+        times = path[i].enqueue(first, last, nbytes, packets, self.rng)
+        if times is None:
+            if lost is not None:
+                lost(engine.now)
+            return
+        if i + 1 == len(path):
+            engine.at(times[1], arrived, times[1])
+        else:
+            engine.at(times[0], self._hop, path, i + 1, times[0], times[1], nbytes, packets,
+                      arrived, lost)
+
+    def one_way(self, src, dst):
+        """Propagation delay src -> dst without queueing or jitter (seconds), or None."""
+        path = self.route(src, dst)
+        return None if path is None else sum(p.delay for p in path)
+
+    def link_status(self, a, b, up):
+        """Bring both directions of the link a-b down or up (packets on it are dropped)."""
+        for key in ((a, b), (b, a)):
+            if key not in self.ports:
+                raise ValueError('no link %s-%s in the topology' % (a, b))
+            self.ports[key].up = up
+
+    def records(self):
+        """Every port's configuration and counters (manifest: mechanisms.links)."""
+        out = []
+        for (src, dst), port in sorted(self.ports.items()):
+            rec = {'src': src, 'dst': dst, 'mechanism': 'sim'}
+            rec.update(port.params.as_record())
+            out.append(rec)
+        return out

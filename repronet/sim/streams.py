@@ -1,0 +1,325 @@
+"""TCP-like streams and datagrams over the simulated network: what a host's stack does.
+
+The stream model, stated so users know what it leaves out (DESIGN.md repeats it):
+
+* connect: a SYN (one 74-byte packet) and a SYN-ACK; a host that is down or has no listener
+  answers with a reset (``connection refused``); a lost SYN is sent again after 1, 2, 4 ...
+  seconds (Linux's initial timeout and backoff), six times at most.
+* data: each write is queued; the sender keeps at most a window of bytes unacknowledged and
+  sends what is queued as trains of up to 64 KiB (``Network.send``), each packet carrying
+  up to 1,448 bytes plus 66 bytes of Ethernet, IP and TCP headers (timestamps on). The
+  receiver hands bytes to the application in order. An acknowledgement reaches the sender
+  one propagation delay after the train arrived (no queueing, never lost, no bandwidth):
+  the window is ACK-clocked. The window is the path's bandwidth-delay product (its slowest
+  link's rate times the round trip) plus 64 KiB, at most 4 MiB and at most what the
+  smallest queue on the path holds: what a well-tuned congestion control settles at with
+  one flow, so the flow fills the path and keeps about 44 packets queued at the bottleneck.
+* loss: a lost train is sent again after the retransmission timeout (200 ms plus the path's
+  round trip, doubled for each loss of the same train, at most 60 s): no fast retransmit,
+  no SACK.
+* left out: slow start and congestion control (a flow sends its window at once and never
+  shrinks it, so several flows through one bottleneck share it by FIFO interleaving, not by
+  AIMD, and enough of them overflow its queue), delayed and lost
+  ACKs, Nagle (every node here sets TCP_NODELAY), receive-buffer flow control, and the
+  kernel's per-packet CPU cost.
+* close: ``close()`` delivers what was written, then the peer's application sees the
+  connection end; ``abort()`` (and a process that is killed) sends a reset and drops what
+  was in flight.
+
+A datagram (``sendto``) is one train of ceil(len / 1472) packets plus 42 header bytes each:
+delivered once, or lost, possibly reordered by jitter.
+"""
+
+import collections
+
+MSS = 1448
+TCP_OVERHEAD = 66           # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12
+UDP_PAYLOAD = 1472
+UDP_OVERHEAD = 42           # Ethernet 14 + IPv4 20 + UDP 8
+SYN_BYTES = 74
+TRAIN_BYTES = 65536
+WINDOW = 4 * 1024 * 1024    # most bytes in flight per connection (Linux's autotuned buffers)
+RTO_MIN = 0.2
+RTO_MAX = 60.0
+SYN_TIMEOUT = 1.0
+SYN_RETRIES = 6
+
+
+def _packets(nbytes, payload):
+    """Packets needed for nbytes of payload (at least one)."""
+    return max(1, -(-nbytes // payload))
+
+
+def window(net, src, dst):
+    """The window of a connection src -> dst (see the module's docstring)."""
+    path = net.route(src, dst) or []
+    rates = [p.rate for p in path if p.rate is not None]
+    if not rates:
+        return WINDOW
+    rtt = 2 * sum(p.delay for p in path)
+    fits = (min(p.limit for p in path) - 2) * MSS
+    return max(MSS, min(WINDOW, int(min(rates) * rtt) + TRAIN_BYTES, fits))
+
+
+class Stack:
+    """One host's sockets: listeners, connections, datagram ports."""
+
+    def __init__(self, network, host, ip):
+        self.net, self.engine = network, network.engine
+        self.host, self.ip = host, ip
+        self.listeners = {}         # port -> accept(conn) returning a protocol
+        self.udp = {}               # port -> datagram_received(data, (ip, port))
+        self.conns = set()
+        self.up = True
+        self.counters = collections.Counter()
+        self._ephemeral = 32768
+        network.stack_by_ip[ip] = self
+
+    def listen(self, port, accept):
+        """accept(conn) is called per new connection and returns its protocol (an object
+        with connection_made(conn), data_received(conn, data), connection_lost(conn, why))."""
+        if port in self.listeners:
+            raise OSError('%s:%d: address already in use' % (self.ip, port))
+        self.listeners[port] = accept
+
+    def unlisten(self, port):
+        """Stop accepting on port (open connections stay)."""
+        self.listeners.pop(port, None)
+
+    def connect(self, ip, port, protocol):
+        """Open a connection to ip:port; protocol hears connection_made or connection_lost."""
+        self._ephemeral += 1
+        conn = Conn(self, protocol, (ip, port))
+        self.conns.add(conn)
+        conn._syn(0)
+        return conn
+
+    def bind_udp(self, port, received):
+        """received(data, (ip, port)) for each datagram arriving on port."""
+        self.udp[port] = received
+
+    def sendto(self, data, addr, sport=0):
+        """Send one datagram from this host's port sport to addr (ip, port)."""
+        dst = self.net.stack_by_ip.get(addr[0])
+        if dst is None or not self.up:
+            return
+        n = len(data)
+        packets = _packets(n, UDP_PAYLOAD)
+        self.counters['datagrams_sent'] += 1
+        self.net.send(self.host, dst.host, n + packets * UDP_OVERHEAD, packets,
+                      lambda t: dst._datagram(bytes(data), (self.ip, sport), addr[1]))
+
+    def _datagram(self, data, source, port):
+        """A datagram arrived: hand it to the bound port, if any and if up."""
+        received = self.udp.get(port)
+        if received is not None and self.up:
+            received(data, source)
+
+    def shutdown(self):
+        """The host's processes died: reset every connection, close every port."""
+        self.listeners.clear()
+        self.udp.clear()
+        for conn in list(self.conns):
+            conn.abort()
+
+
+class Conn:
+    """One end of a simulated TCP connection."""
+
+    def __init__(self, stack, protocol, remote):
+        self.stack, self.protocol, self.remote = stack, protocol, remote
+        self.peer = None            # the other end, once the SYN reached a listener
+        self.state = 'connecting'   # connecting | open | closing | closed
+        self.out = collections.deque()
+        self.queued = 0             # bytes written, not yet sent
+        self.inflight = 0           # bytes sent, not yet acknowledged
+        self.window = WINDOW
+        self.next_seq = 0           # next train to send
+        self.expect = 0             # next train to deliver (receiving side)
+        self.early = {}             # seq -> data arrived out of order
+        self.bytes_sent = self.bytes_received = self.retransmits = 0
+
+    # -- the application's side ---------------------------------------------------------
+    def send(self, data):
+        """Queue bytes for the peer (ignored once closing or closed)."""
+        if self.state not in ('open', 'connecting') or not data:
+            return
+        self.out.append(bytes(data))
+        self.queued += len(data)
+        if self.state == 'open':
+            self._pump()
+
+    def close(self):
+        """Send what is queued, then end the connection (the peer sees it end)."""
+        if self.state in ('closing', 'closed'):
+            return
+        if self.state == 'connecting':
+            self.abort()
+            return
+        self.state = 'closing'
+        self._maybe_fin()
+
+    def abort(self, why='connection reset by peer'):
+        """End the connection now (this end's protocol hears nothing more); the peer
+        hears ``why`` one path delay later."""
+        if self.state == 'closed':
+            return
+        self.state = 'closed'
+        self.protocol = None
+        self.stack.conns.discard(self)
+        self.out.clear()
+        peer = self.peer
+        if peer is not None and peer.state != 'closed':
+            self._control(peer, lambda t: peer._lost(why))
+
+    # -- handshake ----------------------------------------------------------------------
+    def _syn(self, attempt):
+        """Send the SYN (again); after SYN_RETRIES, give up."""
+        if self.state != 'connecting':
+            return
+        if attempt > SYN_RETRIES:
+            self._lost('connection timed out')
+            return
+        net, ip, port = self.stack.net, self.remote[0], self.remote[1]
+        dst = net.stack_by_ip.get(ip)
+        self.stack.engine.after(SYN_TIMEOUT * 2 ** attempt, self._syn_timeout, attempt)
+        if dst is None or not self.stack.up:
+            return
+        net.send(self.stack.host, dst.host, SYN_BYTES, 1,
+                 lambda t: self._syn_arrived(dst, port))
+
+    def _syn_timeout(self, attempt):
+        if self.state == 'connecting' and self.peer is None:
+            self._syn(attempt + 1)
+
+    def _syn_arrived(self, dst, port):
+        if self.state != 'connecting' or self.peer is not None:
+            return
+        accept = dst.listeners.get(port) if dst.up else None
+        if accept is None:
+            self.stack.net.send(dst.host, self.stack.host, 54, 1,
+                                lambda t: self._lost('connection refused'))
+            return
+        server = Conn(dst, None, (self.stack.ip, self.stack._ephemeral))
+        server.peer, server.state, self.peer = self, 'open', server
+        dst.conns.add(server)
+        server.protocol = accept(server)
+        server.protocol.connection_made(server)
+        self.stack.net.send(dst.host, self.stack.host, SYN_BYTES, 1, self._established)
+
+    def _established(self, t):
+        if self.state != 'connecting':
+            return
+        self.state = 'open'
+        self.window = window(self.stack.net, self.stack.host, self.peer.stack.host)
+        self.peer.window = window(self.stack.net, self.peer.stack.host, self.stack.host)
+        self.protocol.connection_made(self)
+        self._pump()
+
+    # -- data ---------------------------------------------------------------------------
+    def _pump(self):
+        """Send queued bytes while the window has room."""
+        while self.out and self.inflight < self.window and self.state in ('open', 'closing'):
+            room = min(TRAIN_BYTES, self.window - self.inflight)
+            parts, size = [], 0
+            while self.out and size < room:
+                chunk = self.out[0]
+                take = min(len(chunk), room - size)
+                parts.append(chunk[:take])
+                if take == len(chunk):
+                    self.out.popleft()
+                else:
+                    self.out[0] = chunk[take:]
+                size += take
+            data = b''.join(parts)
+            self.queued -= size
+            self.inflight += size
+            seq, self.next_seq = self.next_seq, self.next_seq + 1
+            self._transmit(seq, data, 0)
+        self._maybe_fin()
+
+    def _transmit(self, seq, data, losses):
+        """Send train seq (again after losses drops)."""
+        if self.state == 'closed' or self.peer is None:
+            return
+        n = len(data)
+        packets = _packets(n, MSS)
+        sent_at = self.stack.engine.now
+        peer = self.peer
+        self.bytes_sent += n
+        self.stack.net.send(self.stack.host, peer.stack.host, n + packets * TCP_OVERHEAD,
+                            packets, lambda t: peer._arrive(self, seq, data),
+                            lambda t: self._retransmit_later(seq, data, losses, sent_at))
+
+    def _retransmit_later(self, seq, data, losses, sent_at):
+        net = self.stack.net
+        rtt = 2 * (net.one_way(self.stack.host, self.peer.stack.host) or 0.0)
+        rto = min(RTO_MAX, (RTO_MIN + rtt) * 2 ** losses)
+        self.retransmits += 1
+        self.stack.engine.at(sent_at + rto, self._transmit, seq, data, losses + 1)
+
+    def _arrive(self, sender, seq, data):
+        """A train from sender arrived at this end: deliver in order, acknowledge."""
+        if self.state == 'closed':
+            return
+        self._control(sender, lambda t: sender._acked(len(data)))
+        if seq < self.expect or seq in self.early:
+            return
+        self.early[seq] = data
+        self._arrive_in_order()
+
+    def _arrive_in_order(self):
+        """Hand the application every train that is next in order (None is the FIN)."""
+        while self.expect in self.early and self.protocol is not None:
+            chunk = self.early.pop(self.expect)
+            self.expect += 1
+            if chunk is None:
+                self._deliver('fin', None)
+                return
+            self.bytes_received += len(chunk)
+            self._deliver('data', chunk)
+
+    def _deliver(self, kind, data):
+        if self.protocol is None:
+            return
+        if kind == 'data':
+            self.protocol.data_received(self, data)
+        else:
+            self._lost(data)
+
+    def _acked(self, nbytes):
+        self.inflight -= nbytes
+        if self.state in ('open', 'closing'):
+            self._pump()
+
+    def _maybe_fin(self):
+        """Once closing with nothing queued, send the FIN as the stream's last train."""
+        if self.state != 'closing' or self.out or self.inflight or self.peer is None:
+            return
+        self.state = 'closed'
+        self.stack.conns.discard(self)
+        seq, self.next_seq = self.next_seq, self.next_seq + 1
+        peer = self.peer
+        self.stack.net.send(self.stack.host, peer.stack.host, TCP_OVERHEAD, 1,
+                            lambda t: peer._arrive_fin(seq))
+
+    def _arrive_fin(self, seq):
+        if self.state == 'closed':
+            return
+        self.early[seq] = None
+        self._arrive_in_order()
+
+    def _control(self, other, fn):
+        """Deliver a control signal (ACK, reset) to the other end after the path delay."""
+        net = self.stack.net
+        delay = net.one_way(self.stack.host, other.stack.host)
+        if delay is not None:
+            self.stack.engine.after(delay, fn, None)
+
+    def _lost(self, why):
+        """The connection ended (why None: the peer closed it); tell the protocol once."""
+        protocol, self.protocol = self.protocol, None
+        self.state = 'closed'
+        self.stack.conns.discard(self)
+        if protocol is not None:
+            protocol.connection_lost(self, why)
