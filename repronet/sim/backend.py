@@ -1,0 +1,105 @@
+"""The simulation backend: the experiment's Topo, its node programs and their cores, run in
+one process on a virtual clock.
+
+What the runner does with it mirrors the emulation backend (``repronet.emu.network``): build
+from the same ``mininet.topo.Topo`` (hosts get the addresses Mininet would give them,
+10.0.0.1, 10.0.0.2, ... in the Topo's sorted host order, unless a host sets ``ip``), start
+node programs by the same ``argv`` (``[python, -m, MODULE, flags...]``: the module's
+``simulate(env, argv)`` runs instead of a process), record its mechanisms in the manifest,
+stop. Nothing here needs root, the machine lock or Open vSwitch; the only state is in memory
+and in the results folder.
+
+A node program that cannot run here (iperf3, Redis, a scapy capture, any module without
+``simulate``) fails its point with one sentence saying so.
+"""
+
+import importlib
+import os
+
+from repronet.sim import cpu as simcpu
+from repronet.sim import links, streams
+from repronet.sim.engine import Engine
+from repronet.sim.process import SimNodeError, SimProcess
+
+
+class SimHost:
+    """What run_point sees of a simulated host: its name and address."""
+
+    def __init__(self, name, ip):
+        self.name, self.ip = name, ip
+
+    def IP(self):       # noqa: N802 (Mininet's name)
+        return self.ip
+
+    def __repr__(self):
+        return '<SimHost %s %s>' % (self.name, self.ip)
+
+
+def addresses(topo):
+    """{host: ip} as Mininet assigns them (sorted hosts from 10.0.0.1, or the host's ip)."""
+    out = {}
+    for i, name in enumerate(topo.hosts(), 1):
+        ip = topo.nodeInfo(name).get('ip')
+        out[name] = ip.split('/')[0] if ip else '10.0.%d.%d' % (i // 256, i % 256)
+    return out
+
+
+class SimBackend:
+    """One simulated network with its engine, stacks and nodes."""
+
+    def __init__(self, topo, seed=0, log_dir=None, costs=None, cores=None):
+        self.engine = Engine()
+        self.seed = int(seed or 0)
+        self.net = links.Network(self.engine, topo, self.seed)
+        self.log_dir = log_dir
+        self.hosts, self.stacks = {}, {}
+        for name, ip in addresses(topo).items():
+            self.hosts[name] = SimHost(name, ip)
+            self.stacks[name] = streams.Stack(self.net, name, ip)
+        self.cpu = simcpu.CpuModel(self.engine, cores or os.cpu_count() or 1, costs) \
+            if costs else None
+
+    def start_node(self, host, name, argv, suffix='.jsonl'):
+        """Start the node program named by argv's '-m MODULE' through its simulate()."""
+        module = _module(argv)
+        simulate = getattr(importlib.import_module(module), 'simulate', None) \
+            if module else None
+        if simulate is None:
+            raise SimNodeError('%s cannot run in simulation: %s has no simulate(); run '
+                               'this experiment with --backend emu' % (
+                                   name, module or ' '.join(map(str, argv[:3]))))
+        proc = SimProcess(self, host, name, [str(a) for a in argv[argv.index('-m') + 2:]],
+                          self.log_dir, suffix)
+        proc.kind = module
+        proc.start(simulate)
+        return proc
+
+    def run_until(self, done, timeout=None):
+        """Advance virtual time until done() or timeout seconds of it passed."""
+        until = None if timeout is None else self.engine.now + timeout
+        self.engine.run(until=until, stop=done)
+
+    def mechanisms(self):
+        """What the manifest records: the backend, the model and every link direction."""
+        model = {'engine': 'discrete events ordered by (time, sequence), virtual clock',
+                 'links': 'per direction: drop-tail queue (max_queue_size, default %d '
+                          'packets), serialisation at bw, delay + uniform jitter, '
+                          'Bernoulli loss; trains of up to %d bytes forwarded packet by '
+                          'packet' % (links.DEFAULT_QUEUE, streams.TRAIN_BYTES),
+                 'streams': 'handshake; ACK-clocked window = bottleneck BDP + %d bytes '
+                            '(at most %d); retransmission after RTO (%.1f s + RTT, '
+                            'doubling); no slow start or congestion control'
+                            % (streams.TRAIN_BYTES, streams.WINDOW, streams.RTO_MIN),
+                 'mss': streams.MSS, 'tcp_overhead': streams.TCP_OVERHEAD,
+                 'udp_overhead': streams.UDP_OVERHEAD,
+                 'processing': self.cpu.record() if self.cpu else 'none (zero cost)'}
+        return {'backend': 'sim', 'network_model': model, 'links': self.net.records(),
+                'switch': 'sim', 'link_mechanism': 'sim'}
+
+
+def _module(argv):
+    """The module of '-m MODULE' in argv, or None."""
+    argv = [str(a) for a in argv]
+    if '-m' in argv and argv.index('-m') + 1 < len(argv):
+        return argv[argv.index('-m') + 1]
+    return None

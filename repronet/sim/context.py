@@ -1,0 +1,138 @@
+"""SimContext: the RunContext surface (``repronet.run.context``) on the simulation backend.
+
+``run_point`` code calls the same methods in both backends; here they act in virtual time:
+``start_node`` runs a node program's ``simulate()``, waiting (``wait_ready``, ``wait``,
+``sleep``) advances the engine instead of the wall clock, ``clock()`` is the virtual time,
+and the fault operations (``kill``, ``pause``/``resume``, ``link_status``) and
+``packets_sent`` act on the simulated hosts and ports instead of signals, ``ip link`` and
+``/sys`` counters. There is no CPU monitor: a timed part is just a mark.
+"""
+
+import contextlib
+
+from repronet.run import sweep
+from repronet.sim.process import SimNodeError
+
+
+class _Links:
+    """ctx.network.links as the runner uses it (reseed per point)."""
+
+    def __init__(self, net):
+        self.net = net
+
+    def reseed(self, seed):
+        self.net.reseed(seed)
+
+
+class SimNetwork:
+    """ctx.network: what was built (the backend) and its links."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.links = _Links(backend.net)
+        self.net = None
+        self.caps = None
+
+    def mechanisms(self):
+        return self.backend.mechanisms()
+
+    def stop(self):
+        """Nothing outlives the process; flush node logs."""
+        for proc in list(self.backend_nodes):
+            proc.kill()
+
+    backend_nodes = ()
+
+
+class SimContext:
+    """What run_point sees when the run is simulated."""
+
+    backend_name = 'sim'
+
+    def __init__(self, backend, params, results_folder, progress=None):
+        self.backend = backend
+        self.network = SimNetwork(backend)
+        self.net = None
+        self.caps = None
+        self.params = params
+        self.results = results_folder
+        self.point = None
+        self.nodes = []
+        self.progress = progress or sweep.Progress(0)
+        self._names = set()
+
+    def host(self, name):
+        """Return the simulated host called name."""
+        try:
+            return self.backend.hosts[name]
+        except KeyError:
+            raise ValueError('no host %r in the topology' % name) from None
+
+    def start_node(self, host, name, argv, ready=None, barrier=False, suffix='.jsonl',
+                   timeout=30, env=None, wait=True):
+        """Start a node program in the simulator; wait for readiness unless barrier or
+        wait=False (readiness is its ready log line, whatever ``ready`` says)."""
+        if name in self._names:
+            raise ValueError('node name %r already used in this run' % name)
+        if isinstance(host, str):
+            host = self.host(host)
+        self._names.add(name)
+        node = self.backend.start_node(host, name, argv, suffix)
+        self.nodes.append(node)
+        if wait and not barrier and ready is not None:
+            node.wait_ready(timeout)
+        return node
+
+    @contextlib.contextmanager
+    def timed(self):
+        """A timed part: nothing to measure (virtual time has no CPU monitor)."""
+        yield
+
+    def heartbeat(self, done, total=None, unit=''):
+        self.progress.heartbeat(done, total, unit)
+
+    def release(self, nodes, timeout=30):
+        for node in nodes:
+            node.wait_ready(timeout)
+        for node in nodes:
+            node.go()
+
+    def stop_nodes(self, nodes=None):
+        nodes = list(self.nodes if nodes is None else nodes)
+        for node in reversed(nodes):
+            node.stop(grace=5.0)
+        return [n.returncode for n in nodes]
+
+    # -- what run_point may use instead of the wall clock, signals and /sys ---------------
+    def clock(self):
+        """The virtual time in seconds."""
+        return self.backend.engine.now
+
+    def sleep(self, seconds):
+        """Let seconds of virtual time pass."""
+        self.backend.run_until(lambda: False, seconds)
+
+    def wait_any(self, nodes, seconds):
+        """Let up to seconds pass, less if one of nodes ends meanwhile."""
+        self.backend.run_until(lambda: any(n.returncode is not None for n in nodes), seconds)
+
+    def kill(self, node):
+        node.kill()
+
+    def pause(self, node):
+        node.pause()
+
+    def resume(self, node):
+        node.resume()
+
+    def link_status(self, a, b, up):
+        self.backend.net.link_status(a, b, up)
+
+    def packets_sent(self, hosts, switch):
+        """Packets the hosts have sent into switch so far."""
+        ports = self.backend.net.ports
+        return sum(ports[(h, switch)].sent + ports[(h, switch)].dropped
+                   for h in hosts if (h, switch) in ports)
+
+
+__all__ = ['SimContext', 'SimNodeError']

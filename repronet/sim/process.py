@@ -1,0 +1,258 @@
+"""A node program inside the simulator: what its ``simulate(env, argv)`` gets, and what the
+runner tracks in place of an operating-system process.
+
+Why this shape: in emulation a node is ``python -m nodes.x ARGS`` on a host, with a JSON-lines
+log on stdout, errors on stderr, a ``ready`` line, a barrier on stdin and signals. The same
+``argv`` reaches the simulator; the module's ``simulate(env, argv)`` parses it with the
+program's own parser (so a bad flag fails the same way) and runs the program's sans-I/O core
+through ``env``, which offers the same things in virtual time:
+
+* ``env.now()``, ``env.call_at(when, fn, *args)`` / ``env.call_soon`` (a handle with
+  ``cancel()``), ``env.rng`` (a ``random.Random`` of the node's own, seeded from the run's seed
+  and the node's name);
+* ``env.listen(port, accept)``, ``env.connect(ip, port, protocol)``, ``env.bind_udp(port,
+  received)``, ``env.sendto(data, addr, sport)``: the host's simulated stack
+  (``repronet.sim.streams``);
+* ``env.log`` (a ``JsonLog``-like writer: ``write(event, t=None, flush=False, **fields)``,
+  ``t`` defaulting to the virtual time) into ``logs/<name>.jsonl``; ``env.error(text)`` into
+  ``logs/<name>.err``;
+* ``env.ready(**fields)`` (the readiness line), ``env.barrier(fn)`` (ready, then fn() at the
+  runner's ``go``), ``env.on_stop(fn)`` (what SIGTERM does: fn() must end with
+  ``env.exit(code)``), ``env.exit(code)``.
+
+Every callback into the program goes through ``_call``: none runs after the node exited or
+was killed, callbacks wait while the node is paused (SIGSTOP: its connections stay up and
+nothing answers) and run in order on ``resume``, and, with a processing-cost model
+(``repronet.sim.cpu``), each waits for the node's one thread and one of the machine's cores.
+"""
+
+import json
+import random
+import zlib
+
+
+class SimNodeError(RuntimeError):
+    """A simulated node did not become ready or did not end in time (one sentence)."""
+
+
+class _Log:
+    """JsonLog's interface, in virtual time, into a file."""
+
+    def __init__(self, proc, stream):
+        self.proc, self.stream = proc, stream
+
+    def write(self, event, t=None, flush=False, **fields):
+        rec = {'t': round(self.proc.engine.now if t is None else t, 6), 'event': event}
+        rec.update(fields)
+        self.stream.write(json.dumps(rec, separators=(',', ':')) + '\n')
+        if event == 'ready':
+            self.proc.is_ready = True
+
+
+class _Guarded:
+    """A protocol whose callbacks pass through the node's _call (paused, dead, CPU)."""
+
+    __slots__ = ('proc', 'inner')
+
+    def __init__(self, proc, inner):
+        self.proc, self.inner = proc, inner
+
+    def connection_made(self, conn):
+        self.proc.conns.add(conn)
+        self.proc._call(self.inner.connection_made, conn)
+
+    def data_received(self, conn, data):
+        self.proc._call(self.inner.data_received, conn, data)
+
+    def connection_lost(self, conn, why):
+        self.proc.conns.discard(conn)
+        self.proc._call(self.inner.connection_lost, conn, why)
+
+
+class _Handle:
+    """A timer of the node's: cancel() before it fires and it never will."""
+
+    __slots__ = ('event',)
+
+    def __init__(self, event):
+        self.event = event
+
+    def cancel(self):
+        self.event.cancel()
+
+
+class SimProcess:
+    """One node: its program's environment (``env``) and its runner-side handle."""
+
+    def __init__(self, backend, host, name, argv, log_dir, suffix='.jsonl'):
+        self.backend, self.engine = backend, backend.engine
+        self.host, self.name, self.argv = host, name, list(argv)
+        self.stack = backend.stacks[host.name]
+        self.pid = None
+        self.returncode = None
+        self.is_ready = False
+        self.paused = False
+        self.held = []
+        self.conns = set()
+        self.ports = []
+        self.udp_ports = []
+        self.released = None        # barrier callback, until go()
+        self.stop_fn = None
+        self.log_path = log_dir / (name + suffix)
+        self.err_path = log_dir / (name + '.err')
+        self._out = open(self.log_path, 'w')
+        self._err = open(self.err_path, 'w')
+        self.log = _Log(self, self._out)
+        seed = zlib.crc32(name.encode()) ^ (backend.seed & 0xffffffff)
+        self.rng = random.Random(seed)
+        self.cpu = backend.cpu
+
+    # -- the program's side (env) -------------------------------------------------------
+    def now(self):
+        return self.engine.now
+
+    def call_at(self, when, fn, *args):
+        return _Handle(self.engine.at(when, self._call, fn, *args))
+
+    def call_soon(self, fn, *args):
+        return self.call_at(self.engine.now, fn, *args)
+
+    def listen(self, port, accept):
+        """accept(conn) -> protocol for each connection to this host's port."""
+        self.stack.listen(port, lambda conn: _Guarded(self, accept(conn)))
+        self.ports.append(port)
+
+    def connect(self, ip, port, protocol):
+        conn = self.stack.connect(ip, port, _Guarded(self, protocol))
+        self.conns.add(conn)
+        return conn
+
+    def bind_udp(self, port, received):
+        self.stack.bind_udp(port, lambda data, src: self._call(received, data, src))
+        self.udp_ports.append(port)
+
+    def sendto(self, data, addr, sport=0):
+        if self.returncode is None:
+            self.stack.sendto(data, addr, sport)
+
+    def error(self, text):
+        self._err.write(text.rstrip() + '\n')
+
+    def ready(self, **fields):
+        self.log.write('ready', **fields)
+
+    def barrier(self, fn):
+        """Log ready; call fn() when the runner releases the barrier (go)."""
+        self.released = fn
+        self.log.write('ready')
+
+    def on_stop(self, fn):
+        self.stop_fn = fn
+
+    def exit(self, code=0):
+        """The program ends: close its sockets and files; nothing of it runs again."""
+        if self.returncode is not None:
+            return
+        self.returncode = code
+        self._release_sockets()
+        self._out.close()
+        self._err.close()
+
+    # -- the runner's side (like repronet.emu.process.NodeProcess) -----------------------
+    def start(self, simulate):
+        """Run the program's simulate(env, argv) now; a usage error ends it with 2."""
+        import contextlib
+        import io
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(buf):
+                simulate(self, self.argv)
+        except SystemExit as e:
+            self.error(buf.getvalue())
+            self.exit(e.code if isinstance(e.code, int) else 2)
+            return
+        if buf.getvalue():
+            self.error(buf.getvalue())
+
+    def wait_ready(self, timeout=60):
+        """Run the simulation until the node logged ready (virtual timeout)."""
+        self.backend.run_until(lambda: self.is_ready or self.returncode is not None, timeout)
+        if not self.is_ready:
+            raise SimNodeError('%s did not become ready within %g s of virtual time%s' % (
+                self.name, timeout, '' if self.returncode is None
+                else ' (it exited with %s; see %s)' % (self.returncode, self.err_path)))
+
+    def go(self):
+        """Release this node's barrier."""
+        fn, self.released = self.released, None
+        if fn is not None and self.returncode is None:
+            self.call_soon(fn)
+
+    def wait(self, timeout=None):
+        """Run the simulation until the node ended; return its exit status (None if not)."""
+        self.backend.run_until(lambda: self.returncode is not None, timeout)
+        return self.returncode
+
+    def poll(self):
+        return self.returncode
+
+    def stop(self, grace=5.0):
+        """SIGTERM: the program's stop handler runs (or it just ends); then wait."""
+        if self.returncode is not None:
+            return self.returncode
+        self.resume()
+        if self.stop_fn is None:
+            self.exit(-15)
+        else:
+            self._call(self.stop_fn)
+            self.wait(grace)
+            if self.returncode is None:
+                self.kill()
+        return self.returncode
+
+    def kill(self):
+        """SIGKILL: the node ends now; its connections are reset by the host's kernel."""
+        if self.returncode is None:
+            self.held.clear()
+            self.exit(-9)
+
+    def pause(self):
+        """SIGSTOP: nothing of the node runs; what arrives waits."""
+        self.paused = True
+
+    def resume(self):
+        """SIGCONT: what waited runs now, in order."""
+        self.paused = False
+        held, self.held = self.held, []
+        for fn, args in held:
+            self.engine.at(self.engine.now, self._call, fn, *args)
+
+    # -- internals ----------------------------------------------------------------------
+    def _call(self, fn, *args):
+        """Run a callback of the program unless it ended; hold it while paused; charge CPU."""
+        if self.returncode is not None:
+            return
+        if self.paused:
+            self.held.append((fn, args))
+            return
+        if self.cpu is not None:
+            start = self.cpu.claim(self)
+            if start is not None:           # run once a core and this node's thread are free
+                self.engine.at(start, self._run_charged, fn, args)
+                return
+        fn(*args)
+
+    def _run_charged(self, fn, args):
+        if self.returncode is None and not self.paused:
+            fn(*args)
+        elif self.paused:
+            self.held.append((fn, args))
+
+    def _release_sockets(self):
+        for port in self.ports:
+            self.stack.unlisten(port)
+        for port in self.udp_ports:
+            self.stack.udp.pop(port, None)
+        for conn in list(self.conns):
+            conn.abort()
+        self.conns.clear()
