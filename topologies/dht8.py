@@ -53,6 +53,7 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 
 from mininet.topo import Topo  # noqa: E402
 
+from repronet.run.options import UsageError  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
 from workloads import dht_files, dht8_plan  # noqa: E402
@@ -117,9 +118,10 @@ def sweep(params):
 def combos(params):
     """Return the point values of one repetition, in run order (sweep() expanded)."""
     parts = params.parts.split(',')
+    sim = getattr(params, 'backend', 'emu') == 'sim'
     out = []
     for part, fixed, swept in sweep(params):
-        if part not in parts:
+        if part not in parts or part == 'capture' and sim:
             continue
         for values in itertools.product(*swept.values()):
             point = {'part': part, 'op': None, 'servers': params.servers, 'peers': 1,
@@ -134,6 +136,7 @@ class Dht8(Experiment):
     """DHT file-sharing index (seed 000): Parts I-III, ping checks, wire capture, failover."""
 
     name = 'dht8'
+    backends = ('emu', 'sim')   # sim: the same cores in virtual time (repronet.sim)
     scales = {
         'smoke': {'servers': 4, 'peers': 2, 'files': 100, 'part2_sets': 'ABC',
                   'part2_divisor': 1000, 'repeat': 1, 'timeout': 1.0},
@@ -181,6 +184,12 @@ class Dht8(Experiment):
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence (UsageError)."""
         dht8_plan.check_flags(params, PARTS)
+        if getattr(params, 'backend', 'emu') == 'sim' and 'capture' in params.parts:
+            if params.parts == 'capture':
+                raise UsageError('the capture part records real interfaces with scapy; '
+                                 'run it with --backend emu')
+            print('dht8: --backend sim skips the capture part (a scapy capture needs real '
+                  'interfaces)', flush=True)
         dht8_plan.check_resources(params, combos(params))
 
     def estimate(self, params, point):
@@ -211,7 +220,8 @@ class Dht8(Experiment):
     def setup(self, ctx):
         """Prepare per-run state (file sets are made lazily, per point)."""
         self.run_dir = ctx.results.path
-        ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts})
+        ctx.results.update(hosts={h: ctx.host(h).IP()
+                                   for h in self.topology(ctx.params).hosts()})
         self.sets = {}
 
     def run_point(self, ctx, point):

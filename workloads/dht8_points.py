@@ -35,7 +35,6 @@ Log names follow :func:`node_names` (``analysis.dht8.node_names`` uses the same 
 import os
 import random
 import shutil
-import signal
 import sys
 import time
 
@@ -201,9 +200,9 @@ class Point:
         with ctx.timed():           # the barrier's release, without its readiness wait
             for node in clients:
                 node.go()
-            released = time.time()
+            released = ctx.clock()
             self._wait(clients, released, (victim, baseline, searches), downloads)
-            finished = time.time()
+            finished = ctx.clock()
         for node in captures:
             node.stop(grace=60)
         result = {'released': round(released, 6), 'finished': round(finished, 6)}
@@ -250,10 +249,13 @@ class Point:
                 next_beat = time.monotonic() + HEARTBEAT_POLL_S
                 self.ctx.heartbeat(round(folder_bytes(downloads) / 1e6, 1),
                                    round(total_bytes / 1e6, 1), ' MB downloaded')
-            if time.time() > deadline:
+            if self.ctx.clock() > deadline:
                 raise RuntimeError('%s: clients still running %.0f s after the release'
-                                   % (self.tag, time.time() - released))
-            time.sleep(0.002 if victim is not None and self.fault is None else 0.005)
+                                   % (self.tag, self.ctx.clock() - released))
+            if victim is not None and self.fault is None:
+                self.ctx.sleep(0.002)
+            else:
+                self.ctx.wait_any([n for n in clients if n.returncode is None], 0.005)
         if victim is not None and self.fault is None:
             raise RuntimeError('%s: the clients finished before the %s fault was '
                                'injected (%d searches)' % (self.tag, self.point['fault'],
@@ -261,32 +263,27 @@ class Point:
 
     def _client_packets(self):
         """Return the packets the clients have sent into the switch so far."""
-        total = 0
-        for c in self.clients:
-            for _, port in self.ctx.host(c).connectionsTo(self.ctx.net.get(SWITCH)):
-                with open('/sys/class/net/%s/statistics/rx_packets' % port.name) as f:
-                    total += int(f.read())
-        return total
+        return self.ctx.packets_sent(self.clients, SWITCH)
 
     def _inject(self, victim, released):
         """Apply the point's fault to victim now; remember how to undo it.
 
         The record's ``t`` is when the fault is complete (a link cut takes two shell
         commands); ``began`` is when it started."""
-        kind = self.point['fault']
+        kind, ctx = self.point['fault'], self.ctx
         host = victim.name.rsplit('-', 1)[-1]
-        began = time.time()
+        began = ctx.clock()
         if kind == 'kill':
-            os.kill(victim.pid, signal.SIGKILL)
+            ctx.kill(victim)
         elif kind == 'hang':
-            os.kill(victim.pid, signal.SIGSTOP)
-            self._undo = lambda: os.kill(victim.pid, signal.SIGCONT)
+            ctx.pause(victim)
+            self._undo = lambda: ctx.resume(victim)
         elif kind == 'cut':
-            self.ctx.net.configLinkStatus(host, SWITCH, 'down')
-            self._undo = lambda: self.ctx.net.configLinkStatus(host, SWITCH, 'up')
+            ctx.link_status(host, SWITCH, False)
+            self._undo = lambda: ctx.link_status(host, SWITCH, True)
         else:
             raise ValueError('unknown fault %r (one of %s)' % (kind, ', '.join(FAULTS)))
-        t = time.time()
+        t = ctx.clock()
         self.fault = {'fault': kind, 'server': victim.name, 't': round(t, 6),
                       'began': round(began, 6), 'after_release': round(t - released, 6)}
         if kind == 'kill':
@@ -297,7 +294,7 @@ class Point:
         undo, self._undo = self._undo, None
         if undo is not None:
             undo()
-            self.fault['ended'] = round(time.time(), 6)
+            self.fault['ended'] = round(self.ctx.clock(), 6)
 
     def _check_downloads(self, downloads):
         """Check that every expected file arrived with its size; remove them."""

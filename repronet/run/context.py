@@ -1,12 +1,16 @@
 """RunContext: what an experiment's ``run_point`` sees of the machine.
 
 This is the surface a backend implements (docs/DESIGN.md, "Backends"): hosts by name,
-tracked node processes, the barrier, timed parts and heartbeats.  Today it wraps the
-emulation backend (``repronet.emu``); a simulation or multi-machine backend provides
-the same calls.
+tracked node processes, the barrier, timed parts and heartbeats, and what a point does to
+time and faults: ``clock()``, ``sleep()``, ``kill``/``pause``/``resume`` of a node,
+``link_status`` and ``packets_sent``. This class is the emulation backend's
+(``repronet.emu``: wall clock, signals, ``ip link``, interface counters);
+``repronet.sim.context.SimContext`` provides the same calls in virtual time.
 """
 
 import contextlib
+import os
+import signal
 import time
 
 from repronet.emu.process import NodeProcess, stop_all
@@ -90,3 +94,41 @@ class RunContext:
         """Stop the given nodes (default all) with one shared grace period."""
         nodes = list(self.nodes if nodes is None else nodes)
         return stop_all(list(reversed(nodes)))
+
+    # -- time and faults (SimContext has the same calls in virtual time) ------------------
+    def clock(self):
+        """Wall-clock time in seconds (what node logs' ``t`` use)."""
+        return time.time()
+
+    def sleep(self, seconds):
+        time.sleep(seconds)
+
+    def wait_any(self, nodes, seconds):
+        """Wait up to seconds, less if one of nodes ends meanwhile."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and all(n.poll() is None for n in nodes):
+            time.sleep(min(0.005, max(0.0, deadline - time.monotonic())))
+
+    def kill(self, node):
+        """SIGKILL the node's process."""
+        os.kill(node.pid, signal.SIGKILL)
+
+    def pause(self, node):
+        """SIGSTOP: its connections stay up and nothing answers."""
+        os.kill(node.pid, signal.SIGSTOP)
+
+    def resume(self, node):
+        os.kill(node.pid, signal.SIGCONT)
+
+    def link_status(self, a, b, up):
+        """Bring the link between nodes a and b down or up."""
+        self.net.configLinkStatus(a, b, 'up' if up else 'down')
+
+    def packets_sent(self, hosts, switch):
+        """Packets the hosts have sent into switch so far (its ports' receive counters)."""
+        total, sw = 0, self.net.get(switch)
+        for name in hosts:
+            for _, port in self.host(name).connectionsTo(sw):
+                with open('/sys/class/net/%s/statistics/rx_packets' % port.name) as f:
+                    total += int(f.read())
+        return total

@@ -20,6 +20,10 @@ Shared flags:
                    needs, then stop (no root, no lock, nothing built)
   --keep-going     a point that fails is recorded and the next one runs
   --cli WHEN       open Mininet's CLI at start, or when a point fails
+  --backend B      emu (Mininet, the default) or sim (the same topology and
+                   node cores in one process on a virtual clock; no root)
+  --sim-cost K=S,...  simulation only: seconds of CPU per callback of each
+                   node program (module name), on --sim-cores cores
 
 Every value is checked before anything is built (``check_shared`` and the
 experiment's ``limits`` and ``check``): a wrong one is one sentence and exit 2.
@@ -39,6 +43,7 @@ SCALES = ('smoke', 'default', 'seed')
 SWITCHES = ('lxbr', 'ovs', 'osken')
 DATAPATHS = ('auto', 'kernel', 'user')
 CLI_WHEN = ('start', 'failure')
+BACKENDS = ('emu', 'sim')
 SHARED_DEFAULTS = {'repeat': 1, 'seed': 1}
 SHARED_LIMITS = {'repeat': (1, 1000, 'a whole number'),
                  'seed': (0, 2 ** 63 - 1, 'a whole number')}
@@ -96,6 +101,18 @@ def build_parser(experiment):
         '--cli', choices=CLI_WHEN, default=None,
         help="open Mininet's CLI on the built network: at start, or when a "
         "point fails (for debugging; needs a terminal)")
+    shared.add_argument(
+        '--backend', choices=BACKENDS, default='emu',
+        help='emu: real processes on Mininet (default); sim: the same topology and '
+        'protocol cores in one process on a virtual clock (no root, no Mininet)')
+    shared.add_argument(
+        '--sim-cost', metavar='MODULE=SECONDS,...', default=None,
+        help='sim only: CPU seconds charged per callback of each node program, e.g. '
+        'nodes.dht.server=3e-05 (python -m analysis.sim_cost RUN_DIR measures them '
+        'from an emulation run; default: no processing cost)')
+    shared.add_argument(
+        '--sim-cores', type=int, metavar='N', default=None,
+        help='sim only: cores the --sim-cost charges share (default: this machine\'s)')
     own = parser.add_argument_group('%s options' % experiment.name)
     experiment.add_arguments(own)
     return parser
@@ -161,6 +178,21 @@ def check_shared(params, limits=None):
             check_range(params, flag, *bounds)
     if params.cli and not sys.stdin.isatty():
         raise UsageError('--cli needs a terminal on standard input')
+    if params.backend == 'sim':
+        if params.cli:
+            raise UsageError('--cli opens Mininet\'s CLI, which a simulated run does not have')
+        if params.switch != 'lxbr' or params.datapath != 'auto':
+            raise UsageError('--switch and --datapath choose the emulated switch; a '
+                             'simulated run has none')
+        if params.sim_cores is not None and not 1 <= params.sim_cores <= 1024:
+            raise UsageError('--sim-cores must be a whole number from 1 to 1024')
+        from repronet.sim.cpu import parse_costs
+        try:
+            params.sim_costs = parse_costs(params.sim_cost)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    elif params.sim_cost is not None or params.sim_cores is not None:
+        raise UsageError('--sim-cost and --sim-cores need --backend sim')
 
 
 def check_out(params):

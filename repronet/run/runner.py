@@ -66,6 +66,7 @@ Node processes inherit ``PYTHONPATH`` with the repository root, so
 ``[sys.executable, '-m', 'nodes.x']`` works on every host.
 """
 
+import contextlib
 import json
 import os
 import pathlib
@@ -73,7 +74,7 @@ import sys
 import time
 import traceback
 
-from repronet.run import cpu, leftovers, options, results, sweep
+from repronet.run import backends, cpu, leftovers, options, results, sweep
 from repronet.run.context import RunContext
 from repronet.run.signals import Interrupted, SignalGuard
 
@@ -91,6 +92,9 @@ class Experiment:
     limits = {}             # {flag: (low, high, 'what')}: checked for every run
     stats_interval = 1.0
     timed_parts = False     # True: run_point marks its timed parts with ctx.timed()
+    backends = ('emu',)     # ('emu', 'sim'): its nodes have simulate() and run_point
+                            # uses only the ctx surface (DESIGN.md, "Backends")
+    emu_only = 'it runs tools that exist only on real hosts'   # why not 'sim', if not
 
     def add_arguments(self, parser):
         """Add the experiment's own flags (default=None; see scales)."""
@@ -153,6 +157,9 @@ class Experiment:
         params = options.parse(self, argv)
         try:
             options.check_shared(params, self.limits)
+            if params.backend not in self.backends:
+                raise options.UsageError('%s runs only with --backend emu: %s' % (
+                    self.name, self.emu_only))
             self.check(params)
             points = self.points(params)
             options.check_points(points)
@@ -161,7 +168,8 @@ class Experiment:
             return 2
         if params.dry_run:
             return self._dry_run(params, points)
-        if os.geteuid() != 0:
+        sim = params.backend == 'sim'       # no root, no machine lock, no leftovers
+        if not sim and os.geteuid() != 0:
             print('%s: Mininet needs root; run with sudo /usr/bin/python3'
                   % self.name, file=sys.stderr)
             return EXIT_FAILED
@@ -175,8 +183,9 @@ class Experiment:
                 os.pathsep) if p])
         with SignalGuard() as guard:
             try:
-                with leftovers.machine_lock():
-                    leftovers.clean()
+                with contextlib.nullcontext() if sim else leftovers.machine_lock():
+                    if not sim:
+                        leftovers.clean()
                     status, folder = self._run(params, argv, points, guard)
             except Interrupted as e:    # before the results folder existed
                 print('%s: interrupted (%s) before the run started'
@@ -224,9 +233,8 @@ class Experiment:
 
     def _run(self, params, argv, points, guard):
         """Run under the lock; return (status, results folder)."""
-        from repronet.emu import capabilities, network
-        from repronet.run import provenance
         folder = net = ctx = monitor = None
+        made = {}                   # what backends.build made, even if it then failed
         state = leftovers.State()
         status, error, fields = 'failed', None, {}
         try:
@@ -234,22 +242,10 @@ class Experiment:
                 folder = results.ResultsFolder(params.out)
                 folder.start(self.name, vars(params), params.seed,
                              [sys.argv[0]] + argv, points=len(points))
-            caps = capabilities.probe()
-            folder.update(capabilities=caps.as_dict(),
-                          provenance=provenance.collect(REPO))
-            topo = self.topology(params)
-            monitor = cpu.CpuMonitor(0.5, path=folder.log_path('cpu')).start()
-            net = network.Network(
-                topo, params.switch, params.datapath, caps,
-                controller_log=folder.log_path('controller-stats'),
-                stats_interval=self.stats_interval, on_built=state.record,
-                seed=params.seed, log_dir=folder.logs)
-            net.start()
-            folder.update(mechanisms=net.mechanisms())
             progress = sweep.Progress(len(points), weights=[
                 self.estimate(params, p) for p in points])
-            ctx = RunContext(net, params, folder, state, monitor, guard,
-                             progress)
+            net, monitor, ctx = backends.build(self, params, folder, state, guard,
+                                               progress, REPO, made)
             self.failed_operations = []
             self.setup(ctx)
             if params.cli == 'start':
@@ -281,6 +277,7 @@ class Experiment:
                 _open_cli(ctx, 'the run failed: %s' % error)
         finally:
             guard.hold()            # teardown runs to the end, whatever comes
+            net, monitor = made.get('net', net), made.get('monitor', monitor)
             if monitor is not None:
                 monitor.set_phase(None)
             error = _teardown(ctx, net, state, error)
@@ -292,6 +289,8 @@ class Experiment:
                     Interrupted(guard.pending))]))
             elif error and status == 'ok':
                 status = 'failed'
+            if ctx is not None and params.backend == 'sim':
+                fields['cpu'] = backends.sim_cpu(ctx)
             if monitor is not None:
                 monitor.stop()
                 fields['cpu'] = monitor.summary()
@@ -316,7 +315,7 @@ class Experiment:
                     ctx.network.links.reseed(point['seed'])
                 started = time.time()
                 first_node = len(ctx.nodes)
-                if not self.timed_parts:    # judge CPU over whole points
+                if not self.timed_parts and monitor is not None:    # CPU over whole points
                     monitor.set_phase(cpu.MEASURE)
                 record = {'event': 'point', 'point': point}
                 try:
@@ -329,7 +328,8 @@ class Experiment:
                     failed.append('point %d: %s' % (point['point'], e))
                     ctx.stop_nodes(ctx.nodes[first_node:])
                 finally:
-                    monitor.set_phase(None)
+                    if monitor is not None:
+                        monitor.set_phase(None)
                 record.update(t=round(time.time(), 6), started=round(started, 6),
                               elapsed=round(time.time() - started, 6))
                 log.write(json.dumps(record, sort_keys=True) + '\n')
