@@ -36,13 +36,6 @@ class SimNetwork:
     def mechanisms(self):
         return self.backend.mechanisms()
 
-    def stop(self):
-        """Nothing outlives the process; flush node logs."""
-        for proc in list(self.backend_nodes):
-            proc.kill()
-
-    backend_nodes = ()
-
 
 class SimContext:
     """What run_point sees when the run is simulated."""
