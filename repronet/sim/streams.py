@@ -4,7 +4,9 @@ The stream model, stated so users know what it leaves out (DESIGN.md repeats it)
 
 * connect: a SYN (one 74-byte packet) and a SYN-ACK; a host that is down or has no listener
   answers with a reset (``connection refused``); a lost SYN is sent again after 1, 2, 4 ...
-  seconds (Linux's initial timeout and backoff), six times at most.
+  seconds (Linux's initial timeout and backoff), six times at most, and so is the SYN when
+  the SYN-ACK was lost (the server answers the repeated SYN with its SYN-ACK again). The
+  client's application hears ``connection_made`` before any data the server wrote.
 * data: each write is queued; the sender keeps at most a window of bytes unacknowledged and
   sends what is queued as trains of up to 64 KiB (``Network.send``), each packet carrying
   up to 1,448 bytes plus 66 bytes of Ethernet, IP and TCP headers (timestamps on). The
@@ -14,9 +16,9 @@ The stream model, stated so users know what it leaves out (DESIGN.md repeats it)
   link's rate times the round trip) plus 64 KiB, at most 4 MiB and at most what the
   smallest queue on the path holds: what a well-tuned congestion control settles at with
   one flow, so the flow fills the path and keeps about 44 packets queued at the bottleneck.
-* loss: a lost train is sent again after the retransmission timeout (200 ms plus the path's
-  round trip, doubled for each loss of the same train, at most 60 s): no fast retransmit,
-  no SACK.
+* loss: a lost train (or FIN) is sent again after the retransmission timeout (200 ms plus
+  the path's round trip, doubled for each loss of the same train, at most 60 s): no fast
+  retransmit, no SACK.
 * left out: slow start and congestion control (a flow sends its window at once and never
   shrinks it, so several flows through one bottleneck share it by FIFO interleaving, not by
   AIMD, and enough of them overflow its queue), delayed and lost
@@ -189,11 +191,14 @@ class Conn:
                  lambda t: self._syn_arrived(dst, port))
 
     def _syn_timeout(self, attempt):
-        if self.state == 'connecting' and self.peer is None:
+        if self.state == 'connecting':      # no SYN-ACK yet: the SYN or the SYN-ACK was lost
             self._syn(attempt + 1)
 
     def _syn_arrived(self, dst, port):
-        if self.state != 'connecting' or self.peer is not None:
+        if self.state != 'connecting':
+            return
+        if self.peer is not None:           # a repeated SYN: the SYN-ACK was lost, send it again
+            self.stack.net.send(dst.host, self.stack.host, SYN_BYTES, 1, self._established)
             return
         accept = dst.listeners.get(port) if dst.up else None
         if accept is None:
@@ -202,6 +207,7 @@ class Conn:
             return
         server = Conn(dst, None, (self.stack.ip, self.stack._ephemeral))
         server.peer, server.state, self.peer = self, 'open', server
+        server.window = window(self.stack.net, dst.host, self.stack.host)
         dst.conns.add(server)
         server.protocol = accept(server)
         server.protocol.connection_made(server)
@@ -212,8 +218,8 @@ class Conn:
             return
         self.state = 'open'
         self.window = window(self.stack.net, self.stack.host, self.peer.stack.host)
-        self.peer.window = window(self.stack.net, self.peer.stack.host, self.stack.host)
         self.protocol.connection_made(self)
+        self._arrive_in_order()
         self._pump()
 
     # -- data ---------------------------------------------------------------------------
@@ -251,12 +257,13 @@ class Conn:
                             packets, lambda t: peer._arrive(self, seq, data),
                             lambda t: self._retransmit_later(seq, data, losses, sent_at))
 
-    def _retransmit_later(self, seq, data, losses, sent_at):
+    def _retransmit_later(self, seq, data, losses, sent_at, send=None):
+        """Call send (default: _transmit) for train seq one RTO after it was sent."""
         net = self.stack.net
         rtt = 2 * (net.one_way(self.stack.host, self.peer.stack.host) or 0.0)
         rto = min(RTO_MAX, (RTO_MIN + rtt) * 2 ** losses)
         self.retransmits += 1
-        self.stack.engine.at(sent_at + rto, self._transmit, seq, data, losses + 1)
+        self.stack.engine.at(sent_at + rto, send or self._transmit, seq, data, losses + 1)
 
     def _arrive(self, sender, seq, data):
         """A train from sender arrived at this end: deliver in order, acknowledge."""
@@ -269,8 +276,10 @@ class Conn:
         self._arrive_in_order()
 
     def _arrive_in_order(self):
-        """Hand the application every train that is next in order (None is the FIN)."""
-        while self.expect in self.early and self.protocol is not None:
+        """Hand the application every train that is next in order (None is the FIN); not
+        before connection_made (a server may write before its SYN-ACK has arrived)."""
+        while self.expect in self.early and self.protocol is not None \
+                and self.state != 'connecting':
             chunk = self.early.pop(self.expect)
             self.expect += 1
             if chunk is None:
@@ -299,9 +308,17 @@ class Conn:
         self.state = 'closed'
         self.stack.conns.discard(self)
         seq, self.next_seq = self.next_seq, self.next_seq + 1
-        peer = self.peer
+        self._fin(seq, None, 0)
+
+    def _fin(self, seq, _, losses):
+        """Send the FIN, train seq (again after losses drops, unless the peer has ended)."""
+        peer, sent_at = self.peer, self.stack.engine.now
+        if peer.state == 'closed':
+            return
         self.stack.net.send(self.stack.host, peer.stack.host, TCP_OVERHEAD, 1,
-                            lambda t: peer._arrive_fin(seq))
+                            lambda t: peer._arrive_fin(seq),
+                            lambda t: self._retransmit_later(seq, None, losses, sent_at,
+                                                             self._fin))
 
     def _arrive_fin(self, seq):
         if self.state == 'closed':
