@@ -131,12 +131,33 @@ def test_loss_is_binomial_within_four_standard_deviations():
 
 
 def test_a_train_is_lost_with_probability_one_minus_the_product():
-    """10 packets at 10 % each: 1 - 0.9**10 = 65.1 % of trains lost, not 10 %."""
+    """10 packets at 10 % each: without a partial callback (a datagram's fragments),
+    1 - 0.9**10 = 65.1 % of trains are lost, not 10 %; the port counts each lost packet
+    (Binomial(10 n, 0.1)), at least one per lost train."""
     n, p = 20_000, 1 - 0.9 ** 10
     net = _network([('h1', 'h2', dict(delay='1ms', loss=10.0))], seed=3)
-    lost = sum('lost' in _send(net, 'h1', 'h2', 15000, 10) for _ in range(n))
+    fates = [_send(net, 'h1', 'h2', 15000, 10) for _ in range(n)]
+    net.engine.run()
+    lost = sum('lost' in f for f in fates)
     assert abs(lost - n * p) <= 4 * math.sqrt(n * p * (1 - p))
-    assert net.ports[('h1', 'h2')].dropped == 10 * lost
+    dropped = net.ports[('h1', 'h2')].dropped
+    assert dropped >= lost
+    assert abs(dropped - n) <= 4 * math.sqrt(10 * n * 0.1 * 0.9)
+
+
+def test_a_partial_train_goes_on_with_the_packets_that_were_not_lost():
+    """With a partial callback, a train that lost some packets arrives with the rest:
+    partial(t, missing) with missing = the packets lost, and fewer bytes on later ports."""
+    net = _network([('h1', 's1', dict(loss=30.0)), ('s1', 'h2', dict(bw=10, max_queue_size=5000))], seed=5)
+    seen = []
+    for _ in range(200):
+        net.send('h1', 'h2', 10 * 1500, 10, lambda t: seen.append(0),
+                 lambda t: seen.append(10), lambda t, missing: seen.append(missing))
+    net.engine.run()
+    assert len(seen) == 200 and 0 in seen and any(0 < m < 10 for m in seen)
+    assert sum(seen) == net.ports[('h1', 's1')].dropped
+    assert net.ports[('s1', 'h2')].sent == 200 * 10 - sum(seen)
+    assert net.ports[('s1', 'h2')].bytes == sum(1500 * (10 - m) for m in seen)
 
 
 def _pattern(net, n=2000):

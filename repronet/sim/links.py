@@ -14,8 +14,9 @@ The model (DESIGN.md, "Simulation backend", states it for users):
 * A packet goes hop by hop along the shortest path (fewest links; ties broken by node
   names, so the route is the same in every run). Switches forward at no cost.
 * A *train* is k back-to-back packets of one stream write (up to 64 KiB, like a TSO
-  segment): it takes k slots of the queue, k packets' bytes of serialisation, and is lost
-  if any of its packets is (one draw with probability 1 - (1 - p)^k). A port forwards a
+  segment): it takes k slots of the queue and k packets' bytes of serialisation; each of
+  its packets is lost with the port's probability, and the rest go on (the stream model
+  resends only what was lost; a datagram of several fragments is lost with any). A port forwards a
   train packet by packet: it starts when the first packet is in and finishes no earlier
   than one packet after the last arrived, and jitter is one draw for the whole train. One
   event per train per hop, not per packet, keeps large transfers cheap.
@@ -54,7 +55,8 @@ class Port:
 
     def enqueue(self, first, last, nbytes, packets, rng):
         """Offer a train whose first packet arrives at time first and last at last; return
-        (first, last) arrival times at dst, or None if it is dropped.
+        (first, last, packets, bytes) at dst (fewer packets and bytes when some of the
+        train's packets were lost here), or None if all of it was dropped.
 
         Packets are forwarded one by one (cut-through per train): the port starts sending
         when the first packet is here and cannot finish before the last one has arrived
@@ -68,9 +70,15 @@ class Port:
         if self.queued + packets > self.limit:
             self.overflow += packets
             return None
-        if self.loss and rng.random() >= (1.0 - self.loss) ** packets:
-            self.dropped += packets
-            return None
+        lost = 0
+        if self.loss:
+            lost = sum(1 for _ in range(packets) if rng.random() < self.loss)
+            if lost == packets:
+                self.dropped += packets
+                return None
+            self.dropped += lost
+            nbytes -= nbytes * lost // packets
+            packets -= lost
         start, finish = max(first, self.busy_until), last
         if self.rate is not None:
             one = nbytes / packets / self.rate
@@ -84,7 +92,7 @@ class Port:
         delay = self.delay
         if self.jitter:
             delay = max(0.0, delay + rng.uniform(-self.jitter, self.jitter))
-        return start + delay, finish + delay
+        return start + delay, finish + delay, packets, nbytes
 
     def record(self):
         """The port's counters for the manifest and tables."""
@@ -147,31 +155,38 @@ class Network:
             node = parent[node]
         return path[::-1]
 
-    def send(self, src, dst, nbytes, packets, arrived, lost=None):
+    def send(self, src, dst, nbytes, packets, arrived, lost=None, partial=None):
         """Start a train of packets (nbytes on the wire) from host src to host dst;
-        call arrived(time) when its last packet reaches dst, or lost(time) where it is
-        dropped."""
+        call arrived(time) when its last packet reaches dst whole, lost(time) where all of
+        it is dropped, and partial(time, missing) when only some packets arrived (without
+        partial, a train that lost any packet counts as lost: a datagram's fragments)."""
         path = self.route(src, dst)
         if not path:
             if lost is not None:
                 self.engine.at(self.engine.now, lost, self.engine.now)
             return
         now = self.engine.now
-        self._hop(path, 0, now, now, nbytes, packets, arrived, lost)
+        self._hop(path, 0, now, now, nbytes, packets, (arrived, lost, partial, packets))
 
-    def _hop(self, path, i, first, last, nbytes, packets, arrived, lost):
+    def _hop(self, path, i, first, last, nbytes, packets, ends):
         """Enqueue the train at port i of its path; schedule the next hop or the end."""
         engine = self.engine
         times = path[i].enqueue(first, last, nbytes, packets, self.rng)
         if times is None:
-            if lost is not None:
-                lost(engine.now)
+            if ends[1] is not None:
+                ends[1](engine.now)
             return
-        if i + 1 == len(path):
-            engine.at(times[1], arrived, times[1])
-        else:
-            engine.at(times[0], self._hop, path, i + 1, times[0], times[1], nbytes, packets,
-                      arrived, lost)
+        first, last, packets, nbytes = times
+        if i + 1 < len(path):
+            engine.at(first, self._hop, path, i + 1, first, last, nbytes, packets, ends)
+            return
+        arrived, lost, partial, sent = ends
+        if packets == sent:
+            engine.at(last, arrived, last)
+        elif partial is not None:
+            engine.at(last, partial, last, sent - packets)
+        elif lost is not None:
+            engine.at(last, lost, last)
 
     def one_way(self, src, dst):
         """Propagation delay src -> dst without queueing or jitter (seconds), or None."""

@@ -45,6 +45,7 @@ RTO_MIN = 0.2
 RTO_MAX = 60.0
 SYN_TIMEOUT = 1.0
 SYN_RETRIES = 6
+RETRIES = 15                # Linux's tcp_retries2: then the connection times out
 
 
 def _packets(nbytes, payload):
@@ -136,6 +137,7 @@ class Conn:
         self.queued = 0             # bytes written, not yet sent
         self.inflight = 0           # bytes sent, not yet acknowledged
         self.window = WINDOW
+        self.close_pending = False
         self.next_seq = 0           # next train to send
         self.expect = 0             # next train to deliver (receiving side)
         self.early = {}             # seq -> data arrived out of order
@@ -156,7 +158,7 @@ class Conn:
         if self.state in ('closing', 'closed'):
             return
         if self.state == 'connecting':
-            self.abort()
+            self.close_pending = True       # once connected: send what is queued, then end
             return
         self.state = 'closing'
         self._maybe_fin()
@@ -221,6 +223,8 @@ class Conn:
         self.protocol.connection_made(self)
         self._arrive_in_order()
         self._pump()
+        if self.close_pending:
+            self.close()
 
     # -- data ---------------------------------------------------------------------------
     def _pump(self):
@@ -244,30 +248,53 @@ class Conn:
             self._transmit(seq, data, 0)
         self._maybe_fin()
 
-    def _transmit(self, seq, data, losses):
-        """Send train seq (again after losses drops)."""
+    def _transmit(self, seq, data, losses, packets=None):
+        """Send train seq (again after losses drops); packets: only that many of it (a
+        repair of the packets a partial arrival missed)."""
         if self.state == 'closed' or self.peer is None:
             return
+        if losses > RETRIES:
+            self._lost('connection timed out')
+            return
         n = len(data)
-        packets = _packets(n, MSS)
+        whole = _packets(n, MSS)
+        packets = whole if packets is None else packets
+        size = n if packets == whole else min(n, packets * MSS)
         sent_at = self.stack.engine.now
         peer = self.peer
-        self.bytes_sent += n
-        self.stack.net.send(self.stack.host, peer.stack.host, n + packets * TCP_OVERHEAD,
+        self.bytes_sent += size
+        self.stack.net.send(self.stack.host, peer.stack.host, size + packets * TCP_OVERHEAD,
                             packets, lambda t: peer._arrive(self, seq, data),
-                            lambda t: self._retransmit_later(seq, data, losses, sent_at))
+                            lambda t: self._retransmit_later(seq, data, losses, sent_at),
+                            lambda t, missing: self._repair(seq, data, losses, sent_at, t,
+                                                            packets - missing, missing))
 
-    def _retransmit_later(self, seq, data, losses, sent_at, send=None):
+    def _repair(self, seq, data, losses, sent_at, t, arrived, missing):
+        """Some packets of train seq arrived at time t: resend the missing ones, after one
+        round trip when at least three arrived (duplicate ACKs: fast retransmit), else
+        after the retransmission timeout."""
+        self.retransmits += 1
+        if arrived >= 3:
+            back = self.stack.net.one_way(self.peer.stack.host, self.stack.host) or 0.0
+            self.stack.engine.at(t + back, self._transmit, seq, data, losses + 1, missing)
+        else:
+            self._retransmit_later(seq, data, losses, sent_at, count=False,
+                                   send=lambda s, d, n: self._transmit(s, d, n, missing))
+
+    def _retransmit_later(self, seq, data, losses, sent_at, send=None, count=True):
         """Call send (default: _transmit) for train seq one RTO after it was sent."""
         net = self.stack.net
         rtt = 2 * (net.one_way(self.stack.host, self.peer.stack.host) or 0.0)
         rto = min(RTO_MAX, (RTO_MIN + rtt) * 2 ** losses)
-        self.retransmits += 1
+        self.retransmits += count
         self.stack.engine.at(sent_at + rto, send or self._transmit, seq, data, losses + 1)
 
     def _arrive(self, sender, seq, data):
-        """A train from sender arrived at this end: deliver in order, acknowledge."""
+        """A train from sender arrived at this end: deliver in order, acknowledge. At an
+        end that is closed the data is answered with a reset."""
         if self.state == 'closed':
+            if sender.state != 'closed':
+                self._control(sender, lambda t: sender._lost('connection reset by peer'))
             return
         self._control(sender, lambda t: sender._acked(len(data)))
         if seq < self.expect or seq in self.early:
