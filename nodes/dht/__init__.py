@@ -16,8 +16,12 @@ Modules
     download_core    the fetching side: one file across holders, resume, digest check
     catalog      the peer's shared folder: open once (O_NOFOLLOW), digests cached
     listener     accepting within a descriptor budget; error lines that cannot flood
-    server.py, peer.py, client.py   asyncio drivers (the processes below)
+    server.py, peer.py, client.py   asyncio drivers (the processes below); each module's
+                 simulate(env, argv) runs the same program in repronet.sim instead
     connections  the client's asyncio protocols (index connection, holder connection)
+    index_serving, client_driving   what both drivers of a server / client share (bounds,
+                 per-connection policy, the action loop, download files, the summary)
+    sim_drivers, sim_peer   the simulated drivers: the same cores and records, virtual time
     common       JSON-lines log, TCP_NODELAY, signals, the stdin `go` barrier
 
 Command lines (contract with topologies/dht8.py; changes are announced here)

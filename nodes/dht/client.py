@@ -6,7 +6,8 @@
         [--window W] [--barrier] [--timeout S]
 
 A thin process around `client_ops_core.ClientOps` (every decision: routing, failover,
-write-to-all, window, timeouts, resume) and `connections.Driver` (sockets, clock, files).
+write-to-all, window, timeouts, resume) and `connections.Driver` (sockets, clock, files);
+`client_driving` has what it shares with the simulated client (`simulate`, `sim_drivers`).
 One persistent TCP connection per index
 server (TCP_NODELAY), opened before the timed part; one persistent connection per holder
 peer for downloads. `--window W`: with W = 1 (default) the client has one request in
@@ -21,44 +22,14 @@ import os
 import sys
 import time
 
-from . import codec
-from .client_core import ClientCore
-from .client_ops_core import ClientOps
+from . import sim_drivers
+from .client_driving import plan, report, setup, totals
 from .common import JsonLog, error, wait_go
 from .connections import Driver
 from .peer import Catalog
-from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
+from .ring import DEFAULT_VNODES, parse_addr, parse_servers
 
-
-def plan(core, args):
-    """The operations of args.op as ClientOps specs, and how many may run at once."""
-    w = args.window
-    if args.op in ('register', 'unregister'):
-        kind = codec.Register if args.op == 'register' else codec.Unregister
-        names = args.names_list
-        if args.batch:
-            groups = core.batches(names)
-            return ([(args.op, kind, group, (server,), args.advertise, True)
-                     for server, group in groups], len(groups) if w > 1 else 1)
-        return ([(args.op, kind, (name,), servers, args.advertise, False)
-                 for name, servers in core.unbatched(names)],
-                w * len(args.servers) if w > 1 else 1)
-    if args.op == 'search':
-        return [('search', n) for n in args.names_list], w * len(args.servers) if w > 1 else 1
-    return [('download', n) for n in args.names_list], w
-
-
-def totals(records, ops=None, results=None):
-    """(files, files ok, bytes). With every result: a file is ok when every write naming it
-    was (batched writes with replicas name a file twice); else count the op records."""
-    if ops is not None and len(results) == len(ops) and ops and len(ops[0]) == 6:
-        names = set(n for spec in ops for n in spec[2])
-        bad = set(n for i, ok in results.items() if not ok for n in ops[i - 1][2])
-        nbytes = sum(r['bytes'] for r in records if r['ok'])
-        return len(names), len(names) - len(bad), nbytes
-    count = sum(r.get('files', 1) for r in records)
-    ok = sum(r.get('files', 1) for r in records if r['ok'])
-    return count, ok, sum(r['bytes'] for r in records if r['ok'])
+__all__ = ['main', 'parse_args', 'plan', 'simulate', 'totals']
 
 
 def parse_args(argv):
@@ -113,9 +84,7 @@ def parse_args(argv):
 
 async def _main(args, log):
     """Connect, optionally wait at the barrier, run the operation, log; return exit status."""
-    routing = ClientCore(Ring(args.servers, args.vnodes), args.replicas)
-    ops, limit = plan(routing, args)
-    core = ClientOps(routing, args.servers, args.window, args.timeout, max(1, limit))
+    routing, ops, core = setup(args)
     driver = Driver(core, args.downloads)
     await driver.connect_all()
     if args.barrier:
@@ -130,22 +99,14 @@ async def _main(args, log):
         elapsed = time.perf_counter() - t0
         removed = driver.close()
         args.reported = True
-        if not done:
-            error('%s: interrupted after %d of %d operations%s' % (
-                args.name, len(core.records), len(ops),
-                ', removed %d unfinished download(s)' % removed if removed else ''))
-        count, ok, nbytes = totals(core.records, ops, core.results)
-        for rec in core.records:
-            log.write(**rec)
-        log.write('summary', flush=True, name=args.name, op=args.op, batch=args.batch,
-                  window=args.window, replicas=routing.replicas, count=count, ok=ok,
-                  failed=count - ok, elapsed=round(elapsed, 6), bytes=nbytes,
-                  messages_sent=core.messages_sent, servers=len(args.servers),
-                  down=sorted(routing.down), **({} if done else {'interrupted': True}))
-    if ok != count:
-        error('%s: %d of %d %s operations failed' % (args.name, count - ok, count, args.op))
-        return 1
-    return 0
+        status = report(log, error, args, routing, core, ops, elapsed, done, removed)
+    return status
+
+
+def simulate(env, argv):
+    """Run this client in the simulator (`repronet.sim`): the same core, records and exit
+    status in virtual time (`sim_drivers.SimClient`)."""
+    sim_drivers.SimClient(env, parse_args(argv)).start()
 
 
 def main(argv=None):

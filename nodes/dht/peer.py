@@ -22,6 +22,8 @@ open-file budget from the rest, past which a GET gets ERROR "busy, try later"; o
 connection is kept for a connection that holds none (see `catalog.Catalog`).
 Per-connection error lines on stderr are rate-limited.
 
+`simulate(env, argv)` runs the same core and catalog in the simulator (`sim_peer`).
+
 SIGTERM or SIGINT: close every connection (their unfinished GETs count as
 `failed_shutdown`), log a `summary` record and exit 0. The handlers are installed before
 the start-up scan: a signal during it stops the scan, prints one line on stderr and a
@@ -38,13 +40,14 @@ import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
-from . import transfer
+from . import sim_peer, transfer
 from .catalog import Catalog
 from .common import JsonLog, error, nodelay
 from .listener import ErrorLines, Listener, fd_limits, reset, tcp_bytes_acked
 from .ring import parse_addr
 
-__all__ = ['Catalog', 'PeerServer', 'main']      # client.py lists a share with Catalog
+# client.py lists a share with Catalog
+__all__ = ['Catalog', 'PeerServer', 'main', 'simulate']
 
 _LINGER = 10.0          # seconds a closing connection may flush before it is aborted
 _HASH_THREADS = 2
@@ -381,6 +384,14 @@ def main(argv=None):
     except OSError as exc:
         error('peer %s: %s' % (args.name, exc))
         return 1
+
+
+def simulate(env, argv):
+    """Run this peer in the simulator (`repronet.sim`): the same core and catalog, records
+    in virtual time (`sim_peer.SimPeer`)."""
+    args = parse_args(argv)
+    max_connections, max_open = fd_limits(args.max_connections, transfer.WINDOW, 1)
+    sim_peer.SimPeer(env, args, max_connections, max_open).start()
 
 
 if __name__ == '__main__':

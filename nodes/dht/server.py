@@ -13,7 +13,8 @@ the core returns, and while requests wait it stops reading and asks for the next
 the loop's next turn (`call_soon`), never in a loop of its own, so every connection and a
 shutdown signal get their turn however much one client pipelines. It tells the core when
 the transport pauses and resumes writing, arms one timer per connection at the core's
-`get_timer()` and closes when the core says so.
+`get_timer()` and closes when the core says so. That policy and the bounds below are
+`index_serving`'s, shared with the simulated driver (`simulate`, `sim_drivers`).
 
 Bounds the core cannot see: at most `max_connections` clients at once (default well under
 the open-file limit; one more is accepted and closed at once, counted), and at most
@@ -29,171 +30,93 @@ SIGTERM or SIGINT: stop listening, close every client connection (Python 3.12's
 import argparse
 import asyncio
 import errno
-import resource
 import sys
 import time
 
-from . import codec
+from . import codec, sim_drivers
 from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
+from .index_serving import (MAX_BUFFERED, IndexBook, IndexLink, default_max_connections,
+                            ready_fields)
 from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
-from .server_core import FRAME_TIMEOUT, IDLE_TIMEOUT, MAX_ENTRIES, ServerConnection, ServerCore
+from .server_core import FRAME_TIMEOUT, IDLE_TIMEOUT, MAX_ENTRIES
 
-_MAX_ERROR_LINES = 50
-MAX_BUFFERED = 256 * 1024 * 1024    # undecoded bytes over all connections (32 largest frames)
+__all__ = ['IndexServer', 'MAX_BUFFERED', 'default_max_connections', 'main', 'parse_args',
+           'simulate']
+
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
-def default_max_connections():
-    """Half the open-file limit, at most 1000: the rest stays for what else the process opens
-    and for connections accepted only to be closed."""
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    return 1000 if soft == resource.RLIM_INFINITY else max(1, min(1000, soft // 2))
-
-
-class _IndexProtocol(asyncio.Protocol):
-    """One client connection."""
+class _IndexProtocol(IndexLink, asyncio.Protocol):
+    """One client connection: `IndexLink` over an asyncio transport."""
 
     def __init__(self, node):
-        self.node = node
-        self.conn = ServerConnection(node.core, node.max_frame, node.idle_timeout, time.time(),
-                                     node.frame_timeout)
+        IndexLink.__init__(self, node, time.time())
         self.transport = None
-        self.timer = None           # (wall-clock time it fires, handle)
-        self.soon = None            # the next batch, on the loop's next turn
-        self.held = 0               # this connection's share of node.buffered
 
     def connection_made(self, transport):
         self.transport = transport
-        if self.node.closing or not self.node.admit():
-            transport.abort()       # shutting down, or as many clients as it serves
-            return
-        nodelay(transport)
-        self.node.protocols.add(self)
-        self._arm()
+        if self.opened():
+            nodelay(transport)
 
     def connection_lost(self, exc):
-        self.node.protocols.discard(self)
-        self.node.buffered -= self.held
-        self.held = 0
-        for handle in (self.timer and self.timer[1], self.soon):
-            if handle is not None:
-                handle.cancel()
-        self.timer = self.soon = None
+        self.ended()
 
     def data_received(self, data):
-        self._run(self.conn.receive, data)
+        self.received(data)
 
     def pause_writing(self):
         # The client is not reading its replies: the core answers nothing more until it does.
         self.conn.pause_output()
 
     def resume_writing(self):
-        self._run(self.conn.resume_output)
+        self.drained()
 
     def eof_received(self):
-        out = self.conn.eof()
-        if out:
-            self.transport.write(out)
-            self.node.report_bad(self.transport)
-        return not self.conn.finished       # else the transport closes itself
+        return self.eof()           # False: the transport closes itself
 
-    def _more(self):
-        self.soon = None
-        if not self.transport.is_closing():
-            self._run(self.conn.more)
+    # -- the transport's operations, as IndexLink names them ------------------------------
+    def now(self):
+        return time.time()
 
-    def _run(self, call, *args):
-        """Call the core, write the batch it answers, then read or wait for the next turn."""
-        errors = self.node.core.counters['errors']
-        out, close = call(*args, time.time())
-        if self.node.core.counters['errors'] != errors:
-            self.node.report_bad(self.transport)
-        if out:
-            self.transport.write(out)       # may call pause_writing at once
-        if close:
-            self.transport.close()
-            return
-        if self.conn.waiting:
-            self.transport.pause_reading()
-            if self.soon is None and not self.conn.output_paused:
-                self.soon = asyncio.get_running_loop().call_soon(self._more)
-        else:
-            self.transport.resume_reading()
-        self.node.hold(self, self.conn.buffered)
-        self._arm()
+    def write(self, data):
+        self.transport.write(data)
 
-    def _arm(self):
-        """Have the timer fire by the core's next deadline (a later one re-arms on firing)."""
-        when = self.conn.get_timer()
-        if when is None or self.transport.is_closing() \
-                or self.timer is not None and self.timer[0] <= when:
-            return
-        if self.timer is not None:
-            self.timer[1].cancel()
-        self.timer = (when, asyncio.get_running_loop().call_later(max(0.0, when - time.time()),
-                                                                  self._fire))
+    def close(self):
+        self.transport.close()
 
-    def _fire(self):
-        self.timer = None
-        _, close = self.conn.handle_timer(time.time())
-        if close:
-            self.transport.abort()          # nothing to flush, maybe nobody reading
-        else:
-            self._arm()
+    def abort(self):
+        self.transport.abort()
+
+    def closing(self):
+        return self.transport.is_closing()
+
+    def pause_reading(self):
+        self.transport.pause_reading()
+
+    def resume_reading(self):
+        self.transport.resume_reading()
+
+    def call_soon(self, fn):
+        return asyncio.get_running_loop().call_soon(fn)
+
+    def call_at(self, when, fn):
+        return asyncio.get_running_loop().call_later(max(0.0, when - time.time()), fn)
+
+    def peername(self):
+        return self.transport.get_extra_info('peername')
 
 
-class IndexServer:
+class IndexServer(IndexBook):
     """The asyncio side of one index server."""
 
     def __init__(self, name, ring, replicas=0, max_frame=codec.MAX_FRAME, log=None,
                  idle_timeout=IDLE_TIMEOUT, frame_timeout=FRAME_TIMEOUT,
                  max_entries=MAX_ENTRIES, max_connections=None, max_buffered=MAX_BUFFERED):
-        self.core = ServerCore(name, ring=ring, replicas=replicas, max_entries=max_entries)
-        self.max_frame = max_frame
-        self.idle_timeout = idle_timeout
-        self.frame_timeout = frame_timeout
-        self.max_connections = max_connections or default_max_connections()
-        self.max_buffered = max_buffered
+        super().__init__(name, ring, replicas, max_frame, error, idle_timeout, frame_timeout,
+                         max_entries, max_connections, max_buffered)
         self.log = log or JsonLog()
-        self.counters = dict(connections=0, refused_connections=0, overload_closed=0,
-                             accept_errors=0)
-        self.protocols = set()          # open client connections, closed at shutdown
-        self.buffered = 0               # undecoded bytes over all of them
-        self.closing = False
-        self._error_lines = 0
         self._loop_handler = None
         self.server = None
-
-    def report_bad(self, transport):
-        """Tell stderr about a client that sent a bad frame (rate-limited)."""
-        self._error_lines += 1
-        if self._error_lines <= _MAX_ERROR_LINES:
-            error('%s: bad request from %s (answered with ERROR, still serving)'
-                  % (self.core.name, transport.get_extra_info('peername')))
-
-    def admit(self):
-        """Count a new connection; False (count it refused) if max_connections are open."""
-        if len(self.protocols) < self.max_connections:
-            self.counters['connections'] += 1
-            return True
-        self.counters['refused_connections'] += 1
-        if self.counters['refused_connections'] == 1:
-            error('%s: %d clients connected, the most it serves; closing new connections at'
-                  ' once (counted in refused_connections)' % (self.core.name,
-                                                              self.max_connections))
-        return False
-
-    def hold(self, proto, nbytes):
-        """Record the bytes proto holds undecoded; past max_buffered over all connections,
-        close the one holding the most."""
-        self.buffered += nbytes - proto.held
-        proto.held = nbytes
-        if self.buffered > self.max_buffered:
-            largest = max(self.protocols, key=lambda p: p.held)
-            self.counters['overload_closed'] += 1
-            self.buffered -= largest.held
-            largest.held = 0
-            largest.transport.abort()
 
     def _loop_error(self, loop, context):
         """Count accept() failing for lack of descriptors (asyncio retries a second later)
@@ -218,14 +141,6 @@ class IndexServer:
         self.server = await loop.create_server(lambda: _IndexProtocol(self), host, port,
                                                reuse_address=True, backlog=1024)
         return self.server.sockets[0].getsockname()[:2]
-
-    def summary(self):
-        """Return the counters of this server."""
-        c = dict(self.core.counters)
-        c.update(self.counters)
-        c['names'] = len(self.core.store)
-        c['entries'] = self.core.store.entries
-        return c
 
     async def close(self):
         """Stop listening, drop every client connection, wait until the server is closed."""
@@ -273,15 +188,20 @@ async def _main(args):
     ring = Ring(args.servers, args.vnodes)
     node = IndexServer(args.name, ring, args.replicas, args.max_frame, log,
                        max_entries=args.max_entries, max_connections=args.max_connections)
-    await serve_until_stopped(node, args.listen, log, name=args.name,
-                              servers=len(ring.servers), replicas=args.replicas,
-                              protocol=codec.PROTOCOL_VERSION)
+    await serve_until_stopped(node, args.listen, log,
+                              **ready_fields(args.name, ring, args.replicas))
 
 
 def main(argv=None):
     """Entry point."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     return run_main('server', args.name, _main(args))
+
+
+def simulate(env, argv):
+    """Run this server in the simulator (`repronet.sim`): the same core, records in virtual
+    time (`sim_drivers.SimIndexServer`)."""
+    sim_drivers.SimIndexServer(env, parse_args(argv)).start()
 
 
 if __name__ == '__main__':
