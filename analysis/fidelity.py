@@ -16,6 +16,11 @@ Reads only ``manifest.json`` and ``logs/`` of a run of ``topologies/fidelity.py`
   and PASS/MISS; figures ``rtt``, ``loss``, ``goodput`` (configured vs measured),
   ``rtt_ratio``, ``tcp_ratio`` (measured / configured per setting), ``cpu``.
 
+A run of the simulation backend (``--backend sim``) gives the same tables: TCP goodput then
+comes from ``workloads.bulk`` (the receiver's bytes over its seconds), and what exists only
+on real hosts (ping, ``ping -U``, iperf3's UDP test, the daemons' CPU and the machine's busy
+share) is reported as "not measured (simulation)", never as zeros.
+
 Targets: median RTT within 3 % + 0.2 ms of the configured RTT at every delay; one-way loss
 inside the 99 % binomial interval; TCP goodput >= 90 % of bw for 10 and 100 Mbit/s with 10 ms,
 >= 80 % for 500 Mbit/s with 1 ms; no reordering without jitter; RTT std within 20 % of the
@@ -35,7 +40,15 @@ from analysis.tables import write_tables
 from repronet.run.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.4f'
+NOT_SIMULATED = 'not measured (simulation)'
 _PING_RTT = re.compile(r'= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms')
+
+
+def simulated(manifest):
+    """True for a run of the simulation backend (the manifest's mechanisms or params)."""
+    backend = (manifest.get('mechanisms') or {}).get('backend') or \
+        (manifest.get('params') or {}).get('backend')
+    return backend == 'sim'
 
 
 def _base(point):
@@ -122,7 +135,8 @@ def loss_row(rtt, point):
 
 
 def goodput_rows(logs, point):
-    """goodput.csv rows (tcp, udp) from the iperf3 client JSON of a goodput point."""
+    """goodput.csv rows (tcp, udp) from the iperf3 client JSON of a goodput point, or the
+    tcp row from workloads.bulk's logs (simulation)."""
     rows = []
     for proto in ('tcp', 'udp'):
         path = logs / ('iperf-%s-client-p%d.json' % (proto, point['point']))
@@ -130,30 +144,42 @@ def goodput_rows(logs, point):
             continue
         end = json.loads(path.read_text())['end']
         received = end['sum_received']
-        mbps = received['bits_per_second'] / 1e6
-        loaded = logs / ('loaded-probe-p%d.jsonl' % point['point'])
-        rtts = [r['rtt_us'] / 1000.0 for r in read_jsonl(loaded) if r['event'] == 'echo'] \
-            if proto == 'tcp' and loaded.exists() else []
-        rows.append({**_base(point), 'proto': proto, 'bw': point['bw'],
-                     'delay_ms': point['delay_ms'], 'goodput_mbps': mbps,
-                     'ratio': mbps / point['bw'],
-                     'retransmits': end.get('sum_sent', {}).get('retransmits'),
-                     'udp_lost_pct': received.get('lost_percent'),
-                     'configured_rtt_ms': point['rtt_ms'],
-                     'loaded_rtt_median_ms': float(np.median(rtts)) if rtts else None})
+        rows.append(_goodput_row(logs, point, proto, received['bits_per_second'],
+                                 end.get('sum_sent', {}).get('retransmits'),
+                                 received.get('lost_percent')))
+    done = read_jsonl(logs / ('bulk-server-p%d.jsonl' % point['point']), event='done')
+    if done and done[0]['seconds'] > 0:
+        sent = read_jsonl(logs / ('bulk-client-p%d.jsonl' % point['point']), event='summary')
+        rows.append(_goodput_row(logs, point, 'tcp', 8 * done[0]['bytes'] / done[0]['seconds'],
+                                 sent[0].get('retransmits') if sent else None, None))
     return rows
+
+
+def _goodput_row(logs, point, proto, bits_per_second, retransmits, udp_lost_pct):
+    """One goodput.csv row; a tcp row gets the median RTT of the probes sent during it."""
+    mbps = bits_per_second / 1e6
+    loaded = logs / ('loaded-probe-p%d.jsonl' % point['point'])
+    rtts = [r['rtt_us'] / 1000.0 for r in read_jsonl(loaded) if r['event'] == 'echo'] \
+        if proto == 'tcp' and loaded.exists() else []
+    return {**_base(point), 'proto': proto, 'bw': point['bw'],
+            'delay_ms': point['delay_ms'], 'goodput_mbps': mbps,
+            'ratio': mbps / point['bw'], 'retransmits': retransmits,
+            'udp_lost_pct': udp_lost_pct, 'configured_rtt_ms': point['rtt_ms'],
+            'loaded_rtt_median_ms': float(np.median(rtts)) if rtts else None}
 
 
 def tables(run_dir):
     """Return all fidelity tables as DataFrames, from logs and manifest only."""
     logs = pathlib.Path(run_dir) / 'logs'
+    sim = simulated(read_manifest(run_dir))
     rtt, ping, loss, goodput, cpu = [], [], [], [], []
     for point, result in read_points(run_dir):
+        daemon_s = result.get('daemon_cpu_s')
         cpu.append({**_base(point), 'delay_ms': point['delay_ms'], 'loss': point['loss'],
                     'bw': point['bw'], 'seconds': result.get('elapsed_s'),
-                    'daemon_cpu_s': result.get('daemon_cpu_s'),
-                    'daemon_cpu_fraction': (result.get('daemon_cpu_s') or 0) /
-                    max(result.get('elapsed_s') or 1e-9, 1e-9),
+                    'daemon_cpu_s': daemon_s,
+                    'daemon_cpu_fraction': None if sim and daemon_s is None else
+                    (daemon_s or 0) / max(result.get('elapsed_s') or 1e-9, 1e-9),
                     'machine_busy': result.get('machine_busy')})
         if point['kind'] == 'goodput':
             goodput += goodput_rows(logs, point)
@@ -163,7 +189,7 @@ def tables(run_dir):
             loss.append(loss_row(row, point))
         else:
             rtt.append(row)
-        if point['kind'] == 'delay':
+        if point['kind'] == 'delay' and not sim:
             ping.append(ping_row(logs, point))
     rtt = _with_baseline(pd.DataFrame(rtt))
     return {'rtt': rtt, 'ping': pd.DataFrame(ping), 'loss': pd.DataFrame(loss),
@@ -269,7 +295,7 @@ def draw(t, figures_dir):
             tcp.assign(configured=labels),
             'configured', 'ratio', figures_dir, 'tcp_ratio', 'TCP goodput / configured rate',
             'configured rate (Mbit/s) and one-way delay', 'ratio', reference=1.0))
-    if len(t['cpu']):
+    if len(t['cpu']) and t['cpu']['daemon_cpu_fraction'].notna().any():
         df = t['cpu'].assign(what=lambda d: d['kind'])
         keep(figures.bars_with_spread(
             df, 'what', 'daemon_cpu_fraction', figures_dir, 'cpu',
@@ -303,11 +329,14 @@ def build(run_dir):
     passed = int(goal['pass'].sum()) if len(goal) else 0
     gp = t['goodput']
     cpu = t['cpu']
+    sim = simulated(manifest)
     text = ['# Link-emulation fidelity\n\n',
             'Run status: %s; link mechanisms: %s; kernel %s; machine: %s.\n\n' % (
                 manifest.get('status'), ', '.join(map(str, mechanisms)) or 'none',
                 manifest.get('provenance', {}).get('kernel', {}).get('release', '?'),
                 machine.describe(manifest)),
+            'Backend: simulation (repronet.sim): the link model in virtual time, TCP '
+            'goodput from workloads.bulk.\n\n' if sim else '',
             '## Targets: %d of %d PASS\n\n' % (passed, len(goal)),
             _markdown(goal.assign(**{'pass': goal['pass'].map(
                 {True: 'PASS', False: 'MISS'})})) if len(goal) else '(none)\n',
@@ -321,9 +350,10 @@ def build(run_dir):
                                 'reordered_oneway', 'reordered_echoes']]
                       if len(t['rtt']) else t['rtt']),
             '\n## ping vs ping -U\n\n',
+            '%s: ping runs only on real hosts.\n' % NOT_SIMULATED if sim else
             'Without netem the hold happens after the kernel stamps the arriving packet, so '
             "ping's default (kernel receive timestamp) misses the reply's hold; `ping -U` and "
-            'every application clock see it.\n\n',
+            'every application clock see it.\n\n' +
             _markdown(t['ping'].drop(columns=['point', 'repetition', 'kind'])
                       if len(t['ping']) else t['ping']),
             '\n## Loss (one way, reflector count)\n\n',
@@ -332,16 +362,19 @@ def build(run_dir):
             'lost.\n\n',
             _markdown(t['loss'].drop(columns=['point', 'repetition', 'kind'])
                       if len(t['loss']) else t['loss'], '%.4f'),
-            '\n## Goodput (iperf3, receiver)\n\n',
+            '\n## Goodput (%s, receiver)\n\n' % ('workloads.bulk' if sim else 'iperf3'),
+            'UDP goodput (iperf3 -u): %s.\n\n' % NOT_SIMULATED if sim else '',
             'loaded_rtt_median_ms: median RTT of UDP probes every 10 ms during the TCP '
             'transfer; above configured_rtt_ms by the queueing delay at the bottleneck.\n\n',
             _markdown(gp.drop(columns=['point', 'repetition', 'kind']) if len(gp) else gp),
             '\n## CPU cost\n\n',
+            'Daemon CPU and machine busy: %s; seconds are virtual seconds.\n\n'
+            % NOT_SIMULATED if sim else
             'Daemon CPU is user+system time of the linkdelay processes of the point\'s two '
             'hosts; machine busy is the whole machine (1.0 = every CPU busy; %s).\n\n'
             % machine.describe(manifest),
-            _markdown(cpu[['shape', 'kind', 'delay_ms', 'loss', 'bw', 'seconds',
-                           'daemon_cpu_s', 'daemon_cpu_fraction', 'machine_busy']]
+            _markdown(cpu[['shape', 'kind', 'delay_ms', 'loss', 'bw', 'seconds'] + (
+                [] if sim else ['daemon_cpu_s', 'daemon_cpu_fraction', 'machine_busy'])]
                       if len(cpu) else cpu),
             '\n## Figures\n\n',
             ' '.join('![%s](figures/%s.png)' % (name, name) for name in drawn) + '\n']

@@ -22,14 +22,21 @@ Every point records the CPU seconds the linkdelay daemons used and the machine's
 fraction while it ran. ``analysis/fidelity.py`` turns the logs into tables, "configured vs
 measured" figures and a report listing each target with its measured ratio and PASS/MISS.
 
+With ``--backend sim`` the same points measure the simulator's link model (``repronet.sim``)
+in virtual time: the UDP probe runs there as it is (``workloads.probe.simulate``), and TCP
+goodput comes from ``workloads.bulk`` (iperf3 cannot run there). ping, ``ping -U``, iperf3's
+UDP test and the daemons' CPU exist only on real hosts: they are skipped, said once, and the
+analysis reports them as not measured. run_point branches on ``ctx.params.backend`` only
+where a real host is needed (the sysctls, ping, iperf3, the CPU counters, linkemu.json).
+
     sudo /usr/bin/python3 topologies/fidelity.py --scale smoke
+    /usr/bin/python3 topologies/fidelity.py --backend sim --scale smoke
 """
 
 import json
 import math
 import os
 import sys
-import time
 
 if __package__ in (None, ''):       # run as a script: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -46,6 +53,9 @@ SHAPES = ('two-host', 'multi-hop')
 SETTING = ('kind', 'shape', 'delay_ms', 'jitter_ms', 'loss', 'bw')   # what a point measures
 PROBE_PORT = 9000
 IPERF_PORT = 5201
+SIM_SKIPS = ('fidelity: --backend sim skips ping, ping -U, iperf3 UDP and the linkdelay '
+             'daemons\' CPU (they need real hosts) and measures TCP goodput with '
+             'workloads.bulk')
 
 
 def _floats(text):
@@ -141,10 +151,33 @@ def _cpu_busy():
     return sum(fields) - idle, sum(fields)
 
 
+class _CpuCost:
+    """CPU seconds of the linkdelay daemons of some hosts and the machine's busy share, from
+    its creation to measure() (emulation only: a simulated run has neither)."""
+
+    def __init__(self, links, hosts):
+        self.links, self.hosts = links, hosts
+        self.daemons = self._daemons()
+        self.busy, self.total = _cpu_busy()
+
+    def _daemons(self):
+        links = self.links
+        return links.daemon_cpu_seconds() if hasattr(links, 'daemon_cpu_seconds') else {}
+
+    def measure(self):
+        """{'daemon_cpu_s', 'machine_busy'} since creation."""
+        busy, total = _cpu_busy()
+        after = self._daemons()
+        daemon_s = sum(after.get(h, 0.0) - self.daemons.get(h, 0.0) for h in self.hosts)
+        return {'daemon_cpu_s': round(daemon_s, 3),
+                'machine_busy': round((busy - self.busy) / max(1, total - self.total), 4)}
+
+
 class Fidelity(Experiment):
     """Configured vs measured link delay, jitter, loss and goodput."""
 
     name = 'fidelity'
+    backends = ('emu', 'sim')   # sim: the probe and workloads.bulk in virtual time
     scales = {'smoke': {'delays': '0,5,20', 'losses': '1', 'rates': '10@10,100@0',
                         'rtt_packets': 200, 'loss_packets': 20000, 'duration': 2.0},
               'default': {'delays': '0,1,5,20,50,100', 'losses': '0.1,1,5',
@@ -201,6 +234,8 @@ class Fidelity(Experiment):
             raise UsageError('--jitter %g is more than --jitter-delay %g: the fallback cannot '
                              'send packets before they were sent' % (params.jitter,
                                                                       params.jitter_delay))
+        if getattr(params, 'backend', 'emu') == 'sim':
+            print(SIM_SKIPS, flush=True)
 
     def topology(self, params):
         """Return one component per configuration."""
@@ -221,7 +256,9 @@ class Fidelity(Experiment):
         return points
 
     def setup(self, ctx):
-        """Record the TCP buffer sysctls the transfers ran with."""
+        """Record the TCP buffer sysctls the transfers ran with (real hosts only)."""
+        if ctx.params.backend == 'sim':
+            return
         host = ctx.net.hosts[0]
         text = host.cmd('sysctl net.ipv4.tcp_rmem net.ipv4.tcp_wmem net.core.rmem_max '
                         'net.core.wmem_max net.ipv4.tcp_congestion_control')
@@ -229,23 +266,20 @@ class Fidelity(Experiment):
             f.write(text)
 
     def run_point(self, ctx, point):
-        """Measure one configuration; return what the daemons and the CPU cost."""
-        emu = ctx.network.links
+        """Measure one configuration; return its seconds and (emulated) what the daemons and
+        the CPU cost."""
+        sim = ctx.params.backend == 'sim'
         a, b = ctx.host('a%d' % point['comp']), ctx.host('b%d' % point['comp'])
-        cpu_before = emu.daemon_cpu_seconds() if hasattr(emu, 'daemon_cpu_seconds') else {}
-        busy0, total0 = _cpu_busy()
-        started = time.monotonic()
-        if point['kind'] == 'goodput':
-            self._goodput(ctx, point, a, b)
-        else:
+        cost = None if sim else _CpuCost(ctx.network.links, (a.name, b.name))
+        started = ctx.clock()
+        if point['kind'] != 'goodput':
             self._probe(ctx, point, a, b)
-        elapsed = time.monotonic() - started
-        busy1, total1 = _cpu_busy()
-        cpu_after = emu.daemon_cpu_seconds() if hasattr(emu, 'daemon_cpu_seconds') else {}
-        daemon_s = sum(cpu_after.get(h, 0.0) - cpu_before.get(h, 0.0)
-                       for h in (a.name, b.name))
-        return {'elapsed_s': round(elapsed, 3), 'daemon_cpu_s': round(daemon_s, 3),
-                'machine_busy': round((busy1 - busy0) / max(1, total1 - total0), 4)}
+        elif sim:
+            self._bulk(ctx, point, a, b)
+        else:
+            self._goodput(ctx, point, a, b)
+        result = {'elapsed_s': round(ctx.clock() - started, 3)}
+        return dict(result, **cost.measure()) if cost else result
 
     def _probe(self, ctx, point, a, b):
         """UDP echo probe (and ping for delay points) from a to b."""
@@ -267,14 +301,14 @@ class Fidelity(Experiment):
                                  '--drain', drain])
         sender.wait(timeout=count * interval * 3 + drain + 30)
         reported = LogReady('stream')
-        deadline = time.monotonic() + 5
-        while not reported.check(reflector) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        deadline = ctx.clock() + 5
+        while not reported.check(reflector) and ctx.clock() < deadline:
+            ctx.sleep(0.02)
         ctx.stop_nodes([reflector])
         if sender.returncode != 0:
             raise RuntimeError('%s exited with %s; see %s'
                                % (sender.name, sender.returncode, sender.err_path))
-        if point['kind'] == 'delay':
+        if point['kind'] == 'delay' and ctx.params.backend != 'sim':
             for flag, label in ((None, 'kernel'), ('-U', 'user')):
                 argv = ['ping', '-n', '-q', '-c', 20, '-i', 0.02]
                 argv += [flag] if flag else []
@@ -294,17 +328,7 @@ class Fidelity(Experiment):
             server = ctx.start_node(b, 'iperf-%s-server-p%d' % (proto, p),
                                     ['iperf3', '-s', '-1', '-J', '-p', port],
                                     ready=TcpListening(port), suffix='.json')
-            loaded = []
-            if proto == 'tcp':
-                loaded.append(ctx.start_node(
-                    b, 'loaded-reflect-p%d' % p, [sys.executable, '-m', 'workloads.probe',
-                                                  'reflect', '--port', PROBE_PORT],
-                    ready=LogReady()))
-                loaded.append(ctx.start_node(
-                    a, 'loaded-probe-p%d' % p,
-                    [sys.executable, '-m', 'workloads.probe', 'send', '--dst', b.IP(),
-                     '--port', PROBE_PORT, '--count', int(ctx.params.duration / 0.01),
-                     '--interval', 0.01, '--stream', p + 1, '--drain', 2.0]))
+            loaded = self._loaded(ctx, p, a, b) if proto == 'tcp' else []
             argv = ['iperf3', '-c', b.IP(), '-p', port, '-J', '-t', ctx.params.duration]
             if proto == 'udp':
                 argv += ['-u', '-b', '%gM' % point['bw']]
@@ -319,13 +343,46 @@ class Fidelity(Experiment):
                 raise RuntimeError('%s exited with %s; see %s' % (
                     client.name, client.returncode, client.log_path))
 
+    def _loaded(self, ctx, p, a, b):
+        """Start the reflector and the sender of RTT probes every 10 ms during a transfer."""
+        return [ctx.start_node(b, 'loaded-reflect-p%d' % p,
+                               [sys.executable, '-m', 'workloads.probe', 'reflect',
+                                '--port', PROBE_PORT], ready=LogReady()),
+                ctx.start_node(a, 'loaded-probe-p%d' % p,
+                               [sys.executable, '-m', 'workloads.probe', 'send',
+                                '--dst', b.IP(), '--port', PROBE_PORT,
+                                '--count', int(ctx.params.duration / 0.01),
+                                '--interval', 0.01, '--stream', p + 1, '--drain', 2.0])]
+
+    def _bulk(self, ctx, point, a, b):
+        """Simulated goodput: workloads.bulk TCP from a to b with RTT probes alongside, as
+        iperf3's TCP test in emulation (its UDP test has no simulated counterpart)."""
+        p = point['point']
+        port = IPERF_PORT + (p % 1000)
+        server = ctx.start_node(b, 'bulk-server-p%d' % p,
+                                [sys.executable, '-m', 'workloads.bulk', 'server',
+                                 '--port', port], ready=LogReady())
+        loaded = self._loaded(ctx, p, a, b)
+        client = ctx.start_node(a, 'bulk-client-p%d' % p,
+                                [sys.executable, '-m', 'workloads.bulk', 'client', '--dst',
+                                 b.IP(), '--port', port, '--duration', ctx.params.duration])
+        server.wait(timeout=ctx.params.duration + 30)
+        loaded[1].wait(timeout=ctx.params.duration + 30)
+        ctx.stop_nodes([loaded[0], client])
+        if server.returncode != 0 or client.returncode != 0:
+            raise RuntimeError('%s exited with %s and %s with %s; see %s' % (
+                server.name, server.returncode, client.name, client.returncode,
+                server.err_path))
+
     def analyse(self, run_dir):
         """Build tables, figures and report.md (analysis.fidelity)."""
         from analysis import fidelity
         fidelity.build(run_dir)
 
     def finish(self, ctx):
-        """Save the daemons' final counters and the composed paths."""
+        """Save the daemons' final counters and the composed paths (emulation only)."""
+        if ctx.params.backend == 'sim':
+            return
         emu = ctx.network.links
         record = {'mechanism': getattr(emu, 'mechanism', None),
                   'daemons': emu.daemon_stats() if hasattr(emu, 'daemon_stats') else {},
