@@ -274,3 +274,51 @@ def bars_with_spread(df, x, y, figures_dir, name, title, xlabel, ylabel,
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         return save(fig, figures_dir, name, categories=True)
+
+
+def sim_against_emu(df, emu, sim, figures_dir, name, title, xlabel, ylabel, hue=None,
+                    marked=None, marked_label='marked', band=0.15):
+    """Simulated against emulated values on log axes, the line y = x and the +-band lines.
+
+    One colour per hue value; rows whose marked column is True are drawn as crosses
+    labelled '<hue>, <marked_label>' (e.g. the points the emulation was CPU-bound at), so
+    they read apart from the rest. Values must be above 0 (log axes: per-operation times
+    span decades). The band is one line with a break, so it is one legend entry.
+    """
+    from matplotlib import ticker
+    with _style():
+        fig, ax = plt.subplots(figsize=(4.8, 3.4))
+        groups = list(pd.unique(df[hue])) if hue else [None]
+        colors = sns.color_palette(PALETTE, max(len(groups), 1))
+        flags = df[marked].fillna(False).astype(bool) if marked else \
+            pd.Series(False, index=df.index)
+        for color, group in zip(colors, groups):
+            part = df if group is None else df[df[hue] == group]
+            for flag, marker in ((False, 'o'), (True, 'x')):
+                rows = part[flags.loc[part.index] == flag]
+                if not len(rows):
+                    continue
+                label = '' if group is None else '%s' % group
+                if flag:
+                    label = '%s, %s' % (label, marked_label) if label else marked_label
+                ax.scatter(rows[emu], rows[sim], color=color, marker=marker, s=25,
+                           zorder=3, label=label or None)
+        values = pd.concat([df[emu], df[sim]]).astype(float)
+        low = values.min() / 1.5 if len(values) else 0.1
+        high = values.max() * 1.5 if len(values) else 1.0
+        ax.plot([low, high], [low, high], color='0.3', linestyle='--', linewidth=1,
+                label='simulated = emulated')
+        ax.plot([low, high, np.nan, low, high],
+                [low * (1 + band), high * (1 + band), np.nan, low * (1 - band),
+                 high * (1 - band)], color='0.55', linestyle=':', linewidth=1,
+                label='±%g %%' % (band * 100))
+        ax.set_xscale('log')
+        ax.set_yscale('log')
+        for axis in (ax.xaxis, ax.yaxis):     # ticks at 1, 2, 5 x 10^k, written plainly
+            axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: '%g' % v))
+            axis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlim(low, high)
+        ax.set_ylim(low, high)
+        _finish(ax, title, xlabel, ylabel)
+        return save(fig, figures_dir, name)
