@@ -152,9 +152,9 @@ def test_one_megabyte_keeps_the_link_busy_and_ends_at_the_closed_form():
     assert abs(last_byte - thumb) <= ((trains + 1) * TCP_OVERHEAD + 2 * SYN) / rate
 
 
-def test_the_window_is_bdp_plus_64k_capped_by_the_smallest_queue():
+def test_the_window_is_bdp_plus_two_trains_capped_by_the_smallest_queue():
     net, _ = _hosts(dict(bw=100, delay='5ms'))
-    assert streams.window(net, 'h1', 'h2') == int(100 * MBIT * 0.01) + 65536
+    assert streams.window(net, 'h1', 'h2') == int(100 * MBIT * 0.01) + 2 * 65536
     net, _ = _hosts(dict(bw=100, delay='5ms', max_queue_size=20))
     assert streams.window(net, 'h1', 'h2') == 18 * MSS
     net, _ = _hosts(dict(delay='5ms'))
@@ -309,4 +309,4 @@ def test_two_flows_through_one_bottleneck_share_it_about_evenly():
     both, win = _bottleneck(2, size)
     slack = win * (1 + TCP_OVERHEAD / MSS) / rate + 3 * rtt
     assert all(abs(t - 2 * alone) <= slack for t in both)
-    assert slack < 0.05 * alone
+    assert slack < 0.1 * alone

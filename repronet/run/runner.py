@@ -374,8 +374,9 @@ def _clear_errors():
     """Return the exception classes whose message needs no traceback."""
     from repronet.emu import capabilities, linkemu_params, network
     from repronet.emu.process import NodeError
+    from repronet.sim.process import SimNodeError
     return (capabilities.CapabilityError, linkemu_params.LinkEmulationError,
-            network.NetworkError, NodeError, options.UsageError)
+            network.NetworkError, NodeError, SimNodeError, options.UsageError)
 
 
 def node_record(node):

@@ -86,7 +86,7 @@ class SimBackend:
                           'packets), serialisation at bw, delay + uniform jitter, '
                           'Bernoulli loss; trains of up to %d bytes forwarded packet by '
                           'packet' % (links.DEFAULT_QUEUE, streams.TRAIN_BYTES),
-                 'streams': 'handshake; ACK-clocked window = bottleneck BDP + %d bytes '
+                 'streams': 'handshake; ACK-clocked window = bottleneck BDP + 2 x %d bytes '
                             '(at most %d); retransmission after RTO (%.1f s + RTT, '
                             'doubling); no slow start or congestion control'
                             % (streams.TRAIN_BYTES, streams.WINDOW, streams.RTO_MIN),

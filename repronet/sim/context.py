@@ -71,6 +71,7 @@ class SimContext:
             host = self.host(host)
         self._names.add(name)
         node = self.backend.start_node(host, name, argv, suffix)
+        node.wants_ready = ready is not None or barrier
         self.nodes.append(node)
         if wait and not barrier and ready is not None:
             node.wait_ready(timeout)

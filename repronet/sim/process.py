@@ -45,6 +45,8 @@ class _Log:
         rec = {'t': round(self.proc.engine.now if t is None else t, 6), 'event': event}
         rec.update(fields)
         self.stream.write(json.dumps(rec, separators=(',', ':')) + '\n')
+        if flush:
+            self.stream.flush()
         if event == 'ready':
             self.proc.is_ready = True
 
@@ -58,14 +60,14 @@ class _Guarded:
         self.proc, self.inner = proc, inner
 
     def connection_made(self, conn):
-        self.proc.conns.add(conn)
+        self.proc.conns[conn] = None
         self.proc._call(self.inner.connection_made, conn)
 
     def data_received(self, conn, data):
         self.proc._call(self.inner.data_received, conn, data)
 
     def connection_lost(self, conn, why):
-        self.proc.conns.discard(conn)
+        self.proc.conns.pop(conn, None)
         self.proc._call(self.inner.connection_lost, conn, why)
 
 
@@ -91,9 +93,11 @@ class SimProcess:
         self.pid = None
         self.returncode = None
         self.is_ready = False
+        self.wants_ready = True     # False: started without a readiness condition
         self.paused = False
         self.held = []
-        self.conns = set()
+        self.conns = {}             # open connections in the order they opened (a dict:
+                                    # closing them in a set's order could differ per run)
         self.ports = []
         self.udp_ports = []
         self.released = None        # barrier callback, until go()
@@ -124,7 +128,7 @@ class SimProcess:
 
     def connect(self, ip, port, protocol):
         conn = self.stack.connect(ip, port, _Guarded(self, protocol))
-        self.conns.add(conn)
+        self.conns[conn] = None
         return conn
 
     def bind_udp(self, port, received):
@@ -175,7 +179,10 @@ class SimProcess:
             self.error(buf.getvalue())
 
     def wait_ready(self, timeout=60):
-        """Run the simulation until the node logged ready (virtual timeout)."""
+        """Run the simulation until the node logged ready (virtual timeout); at once for a
+        node started without a readiness condition (as NodeProcess does)."""
+        if not self.wants_ready:
+            return
         self.backend.run_until(lambda: self.is_ready or self.returncode is not None, timeout)
         if not self.is_ready:
             raise SimNodeError('%s did not become ready within %g s of virtual time%s' % (

@@ -13,9 +13,10 @@ The stream model, stated so users know what it leaves out (DESIGN.md repeats it)
   receiver hands bytes to the application in order. An acknowledgement reaches the sender
   one propagation delay after the train arrived (no queueing, never lost, no bandwidth):
   the window is ACK-clocked. The window is the path's bandwidth-delay product (its slowest
-  link's rate times the round trip) plus 64 KiB, at most 4 MiB and at most what the
+  link's rate times the round trip) plus two 64 KiB trains (so a train being forwarded
+  hop by hop does not leave the link idle), at most 4 MiB and at most what the
   smallest queue on the path holds: what a well-tuned congestion control settles at with
-  one flow, so the flow fills the path and keeps about 44 packets queued at the bottleneck.
+  one flow, so the flow fills the path and keeps about 90 packets queued at the bottleneck.
 * loss: a lost train (or FIN) is sent again after the retransmission timeout (200 ms plus
   the path's round trip, doubled for each loss of the same train, at most 60 s): no fast
   retransmit, no SACK.
@@ -61,7 +62,7 @@ def window(net, src, dst):
         return WINDOW
     rtt = 2 * sum(p.delay for p in path)
     fits = (min(p.limit for p in path) - 2) * MSS
-    return max(MSS, min(WINDOW, int(min(rates) * rtt) + TRAIN_BYTES, fits))
+    return max(MSS, min(WINDOW, int(min(rates) * rtt) + 2 * TRAIN_BYTES, fits))
 
 
 class Stack:
