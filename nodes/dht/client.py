@@ -52,6 +52,10 @@ def parse_args(argv):
     p.add_argument('--barrier', action='store_true', help='print ready, wait for "go" on stdin')
     p.add_argument('--timeout', type=float, default=5.0, help='seconds to wait for a reply')
     p.add_argument('--vnodes', type=int, default=DEFAULT_VNODES)
+    p.add_argument('--connect', choices=('all', 'lazy'), default='all',
+                   help='all: connect to every index server before the operations (the '
+                   'default, so connecting is never timed); lazy: when first needed (a '
+                   'client of 1,000 servers talks to a few)')
     args = p.parse_args(argv)
     try:
         args.servers = parse_servers(args.servers)
@@ -86,7 +90,8 @@ async def _main(args, log):
     """Connect, optionally wait at the barrier, run the operation, log; return exit status."""
     routing, ops, core = setup(args)
     driver = Driver(core, args.downloads)
-    await driver.connect_all()
+    if args.connect == 'all':
+        await driver.connect_all()
     if args.barrier:
         await wait_go(log)
     t0 = time.perf_counter()

@@ -19,7 +19,7 @@ import os
 from . import codec
 from .client_core import ClientCore
 from .client_ops_core import ClientOps
-from .ring import Ring
+from .ring import shared_ring
 
 
 def plan(core, args):
@@ -55,7 +55,7 @@ def totals(records, ops=None, results=None):
 
 def setup(args):
     """(routing, operations, core) of a client's parsed command line."""
-    routing = ClientCore(Ring(args.servers, args.vnodes), args.replicas)
+    routing = ClientCore(shared_ring(args.servers, args.vnodes), args.replicas)
     ops, limit = plan(routing, args)
     return routing, ops, ClientOps(routing, args.servers, args.window, args.timeout,
                                    max(1, limit))

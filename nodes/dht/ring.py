@@ -63,6 +63,24 @@ class Ring:
         return self.preference(key, replicas + 1)
 
 
+_SHARED = {}
+
+
+def shared_ring(servers, vnodes=DEFAULT_VNODES):
+    """The Ring of these server names and vnodes, built once per process.
+
+    A real node builds one ring; the simulator runs thousands of nodes in one process,
+    each of which would hash the same points again (1,000 servers x 100 vnodes each).
+    A Ring never changes once built, so sharing it is safe; a few are kept."""
+    key = (tuple(servers), vnodes)
+    ring = _SHARED.get(key)
+    if ring is None:
+        if len(_SHARED) >= 8:
+            _SHARED.clear()
+        ring = _SHARED[key] = Ring(servers, vnodes)
+    return ring
+
+
 def parse_servers(text):
     """Parse 's1=IP:PORT,s2=IP:PORT' into an ordered dict name -> (host, port)."""
     out = {}

@@ -28,7 +28,7 @@ its replies gets none), and nothing pauses writing (no receive-window flow contr
 from .client_driving import ClientDriving, lost_reason, report, setup
 from .client_ops_core import Close
 from .index_serving import IndexBook, IndexLink, ready_fields
-from .ring import Ring, parse_addr
+from .ring import parse_addr, shared_ring
 
 
 def listen_on(env, kind, name, addr, accept):
@@ -165,7 +165,7 @@ class SimIndexServer(Serving, IndexBook):
 
     def __init__(self, env, args):
         self.env, self.args = env, args
-        self.ring = Ring(args.servers, args.vnodes)
+        self.ring = shared_ring(args.servers, args.vnodes)
         super().__init__(args.name, self.ring, args.replicas, args.max_frame, env.error,
                          max_entries=args.max_entries, max_connections=args.max_connections)
 
@@ -226,7 +226,8 @@ class SimClient(ClientDriving):
     def start(self):
         """Open every index-server connection (before the timed part)."""
         self.env.on_stop(self.stop)
-        self.core.connect_all(self.now())
+        if self.args.connect == 'all':
+            self.core.connect_all(self.now())
         self.pump()
 
     def arm(self, when):

@@ -71,7 +71,6 @@ import json
 import os
 import pathlib
 import sys
-import time
 import traceback
 
 from repronet.run import backends, cpu, leftovers, options, results, sweep
@@ -313,7 +312,7 @@ class Experiment:
                 ctx.point = point
                 if 'seed' in point:     # loss/jitter draws of this point alone
                     ctx.network.links.reseed(point['seed'])
-                started = time.time()
+                started = ctx.clock()   # virtual time in a simulated run
                 first_node = len(ctx.nodes)
                 if not self.timed_parts and monitor is not None:    # CPU over whole points
                     monitor.set_phase(cpu.MEASURE)
@@ -330,8 +329,9 @@ class Experiment:
                 finally:
                     if monitor is not None:
                         monitor.set_phase(None)
-                record.update(t=round(time.time(), 6), started=round(started, 6),
-                              elapsed=round(time.time() - started, 6))
+                now = ctx.clock()
+                record.update(t=round(now, 6), started=round(started, 6),
+                              elapsed=round(now - started, 6))
                 log.write(json.dumps(record, sort_keys=True) + '\n')
                 log.flush()
                 if 'error' in record and ctx.params.cli == 'failure':

@@ -137,6 +137,9 @@ class Conn:
         self.out = collections.deque()
         self.queued = 0             # bytes written, not yet sent
         self.inflight = 0           # bytes sent, not yet acknowledged
+        self.acks = collections.deque()     # (time an ACK reaches this end, bytes)
+        self.wake = None            # the event that takes in ACKs when nothing else will
+        self.back = 0.0             # one-way delay from this end to the other (its ACKs)
         self.window = WINDOW
         self.close_pending = False
         self.next_seq = 0           # next train to send
@@ -211,6 +214,7 @@ class Conn:
         server = Conn(dst, None, (self.stack.ip, self.stack._ephemeral))
         server.peer, server.state, self.peer = self, 'open', server
         server.window = window(self.stack.net, dst.host, self.stack.host)
+        server.back = self.stack.net.one_way(dst.host, self.stack.host) or 0.0
         dst.conns.add(server)
         server.protocol = accept(server)
         server.protocol.connection_made(server)
@@ -221,6 +225,7 @@ class Conn:
             return
         self.state = 'open'
         self.window = window(self.stack.net, self.stack.host, self.peer.stack.host)
+        self.back = self.stack.net.one_way(self.stack.host, self.peer.stack.host) or 0.0
         self.protocol.connection_made(self)
         self._arrive_in_order()
         self._pump()
@@ -229,7 +234,11 @@ class Conn:
 
     # -- data ---------------------------------------------------------------------------
     def _pump(self):
-        """Send queued bytes while the window has room."""
+        """Take in the ACKs that have arrived, send queued bytes while the window has
+        room; if still waiting for ACKs (window full, or closing), wake at the next one."""
+        acks, now = self.acks, self.stack.engine.now
+        while acks and acks[0][0] <= now:
+            self.inflight -= acks.popleft()[1]
         while self.out and self.inflight < self.window and self.state in ('open', 'closing'):
             room = min(TRAIN_BYTES, self.window - self.inflight)
             parts, size = [], 0
@@ -248,6 +257,13 @@ class Conn:
             seq, self.next_seq = self.next_seq, self.next_seq + 1
             self._transmit(seq, data, 0)
         self._maybe_fin()
+        if acks and self.wake is None and self.state in ('open', 'closing') and (
+                self.out or self.state == 'closing'):
+            self.wake = self.stack.engine.at(acks[0][0], self._woken)
+
+    def _woken(self):
+        self.wake = None
+        self._pump()
 
     def _transmit(self, seq, data, losses, packets=None):
         """Send train seq (again after losses drops); packets: only that many of it (a
@@ -297,7 +313,11 @@ class Conn:
             if sender.state != 'closed':
                 self._control(sender, lambda t: sender._lost('connection reset by peer'))
             return
-        self._control(sender, lambda t: sender._acked(len(data)))
+        # The ACK reaches the sender one path delay from now; the sender takes it in when
+        # it next sends or is woken for it (no event per ACK: most never matter).
+        sender.acks.append((self.stack.engine.now + self.back, len(data)))
+        if sender.wake is None and (sender.out or sender.state == 'closing'):
+            sender._pump()
         if seq < self.expect or seq in self.early:
             return
         self.early[seq] = data
@@ -323,11 +343,6 @@ class Conn:
             self.protocol.data_received(self, data)
         else:
             self._lost(data)
-
-    def _acked(self, nbytes):
-        self.inflight -= nbytes
-        if self.state in ('open', 'closing'):
-            self._pump()
 
     def _maybe_fin(self):
         """Once closing with nothing queued, send the FIN as the stream's last train."""

@@ -1,0 +1,263 @@
+#!/usr/bin/python3
+"""How far the simulation backend scales with the DHT: events per second, and a DHT of
+1,000 index servers and 10,000 peers doing the Part I operations (issue 13).
+
+It prints measured figures; nothing is asserted. Everything runs in this one process on
+``repronet.sim`` with the real node programs (``nodes.dht.server``, ``client``, ``peer``
+through their ``simulate()``) on one switch, links as dht8's (100 Mbit/s, 0.05 ms):
+
+* ``--servers`` index servers start, then every one of ``--peers`` peers registers its
+  ``--files`` files (batched), ``--wave`` clients at a time; then every peer searches the
+  next peer's names; then one peer in ``--download-every`` downloads the next peer's files
+  from that peer's file server (file servers start only for those). Clients connect to an
+  index server when they first need it (``--connect lazy``): a client of 1,000 servers talks
+  to a few of them, and holding 10 million idle connections is not the question here.
+* ``--grow`` repeats register and search with ``--grow-peers`` peers over 1, 10, 100 and
+  1,000 servers: time per search and messages per operation against the number of servers.
+
+Printed: wall time, peak memory (ru_maxrss), events and events per second of the engine,
+virtual seconds and the speed-up over real time, and per operation the mean time per
+operation and messages per operation from the clients' own summaries.
+
+    /usr/bin/python3 benchmarks/sim_scale.py                      # 1,000 x 10,000
+    /usr/bin/python3 benchmarks/sim_scale.py --servers 8 --peers 8 --files 2000   # dht8-like
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from mininet.topo import Topo  # noqa: E402
+
+from repronet.sim.backend import SimBackend  # noqa: E402
+from workloads import dht_files  # noqa: E402
+
+INDEX_PORT, PEER_PORT = 7000, 8000
+
+
+def topology(servers, peers):
+    """Index servers s1..sN and peers p1..pM on one switch, dht8's links."""
+    topo = Topo()
+    sw = topo.addSwitch('sw1')
+    for name in ['s%d' % i for i in range(1, servers + 1)] + \
+            ['p%d' % i for i in range(1, peers + 1)]:
+        topo.addLink(topo.addHost(name), sw, bw=100, delay='0.05ms')
+    return topo
+
+
+class Bench:
+    """One simulated DHT: servers up, then waves of clients, with the figures they logged."""
+
+    def __init__(self, servers, peers, files, workdir, seed=1):
+        self.servers, self.peers, self.workdir = servers, peers, pathlib.Path(workdir)
+        self.logs = self.workdir / 'logs'
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.sim = SimBackend(topology(servers, peers), seed, self.logs)
+        self.fileset = dht_files.generate(dht_files.FileSetSpec(
+            'bench', files, 'part1', seed), str(self.workdir))
+        self.server_arg = ','.join('s%d=%s:%d' % (i, self.sim.hosts['s%d' % i].IP(),
+                                                  INDEX_PORT)
+                                   for i in range(1, servers + 1))
+        self.count = 0
+
+    def start(self, host, name, module, *flags):
+        """Start a node program through its simulate(); return the node."""
+        argv = [sys.executable, '-m', module] + [str(f) for f in flags]
+        return self.sim.start_node(self.sim.hosts[host], name, argv)
+
+    def start_servers(self):
+        nodes = [self.start('s%d' % i, 'server-s%d' % i, 'nodes.dht.server', '--name',
+                            's%d' % i, '--listen', '%s:%d' % (
+                                self.sim.hosts['s%d' % i].IP(), INDEX_PORT),
+                            '--servers', self.server_arg, '--max-entries', 10 ** 7)
+                 for i in range(1, self.servers + 1)]
+        self.sim.run_until(lambda: all(n.is_ready for n in nodes), 60)
+        return nodes
+
+    def wave(self, op, peers, wave):
+        """Run op for each peer, wave clients at a time; return their summaries."""
+        summaries = []
+        for first in range(0, len(peers), wave):
+            nodes = [self._client(op, p) for p in peers[first:first + wave]]
+            self.sim.run_until(lambda: all(n.returncode is not None for n in nodes), 3600)
+            for node in nodes:
+                if node.returncode != 0:
+                    raise RuntimeError('%s ended with %s; see %s' % (
+                        node.name, node.returncode, node.err_path))
+                summaries.append(_summary(node.log_path))
+                node.log_path.unlink()
+                node.err_path.unlink()
+        return summaries
+
+    def _client(self, op, peer):
+        self.count += 1
+        i = int(peer[1:])
+        source = 'p%d' % (i % self.peers + 1) if op != 'register' else peer
+        flags = ['--name', '%s-%s' % (op, peer), '--servers', self.server_arg, '--op', op,
+                 '--connect', 'lazy', '--timeout', 30]
+        if op == 'register':
+            flags += ['--share', dht_files.peer_share(self.fileset, peer, str(self.workdir)),
+                      '--advertise', '%s:%d' % (self.sim.hosts[peer].IP(), PEER_PORT)]
+        else:
+            names = self.workdir / 'names' / ('%s.txt' % peer)
+            names.parent.mkdir(exist_ok=True)
+            dht_files.write_names(str(names), [n for n, _, _ in dht_files.peer_files(
+                self.fileset, source)])
+            flags += ['--names', names]
+        if op == 'download':
+            flags += ['--downloads', self.workdir / 'downloads' / peer]
+        return self.start(peer, 'c%d-%s-%s' % (self.count, op, peer), 'nodes.dht.client',
+                          *flags)
+
+    def start_peers(self, peers):
+        nodes = [self.start(p, 'peer-%s' % p, 'nodes.dht.peer', '--name', p, '--listen',
+                            '%s:%d' % (self.sim.hosts[p].IP(), PEER_PORT), '--share',
+                            dht_files.peer_share(self.fileset, p, str(self.workdir)))
+                 for p in peers]
+        self.sim.run_until(lambda: all(n.is_ready for n in nodes), 60)
+        return nodes
+
+
+def _summary(path):
+    """The summary record of a client's log."""
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get('event') == 'summary':
+                return rec
+    raise RuntimeError('%s has no summary' % path)
+
+
+def per_op(summaries):
+    """(mean ms per operation, messages per operation, operations, failed)."""
+    count = sum(s['count'] for s in summaries)
+    ms = [1000 * s['elapsed'] / s['ok'] for s in summaries if s['ok']]
+    messages = sum(s.get('messages_sent', 0) for s in summaries)
+    return (sum(ms) / len(ms) if ms else float('nan'), messages / count if count else 0.0,
+            count, sum(s['failed'] for s in summaries))
+
+
+def part_one(args, workdir):
+    """Register, search, download at --servers x --peers; print the figures."""
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    bench = Bench(args.servers, args.peers, args.files, workdir, args.seed)
+    made = time.monotonic() - wall0
+    print('%d index servers, %d peers, %d files each; file set and topology made in %.1f s'
+          % (args.servers, args.peers, args.files, made), flush=True)
+    servers = bench.start_servers()
+    peers = ['p%d' % i for i in range(1, args.peers + 1)]
+    steps = [('register', peers), ('search', peers),
+             ('download', peers[::args.download_every])]
+    for op, who in steps:
+        if op == 'download':
+            bench.start_peers(sorted({'p%d' % (int(p[1:]) % args.peers + 1) for p in who},
+                                     key=lambda p: int(p[1:])))
+        e0, v0, w0 = bench.sim.engine.events, bench.sim.engine.now, time.monotonic()
+        ms, msgs, count, failed = per_op(bench.wave(op, who, args.wave))
+        wall = time.monotonic() - w0
+        events = bench.sim.engine.events - e0
+        print('  %-8s %7d clients %9d ops (%d failed): %.4f ms/op, %.3f messages/op; '
+              '%.1f s wall, %.2f s virtual, %d events, %.0f events/s' % (
+                  op, len(who), count, failed, ms, msgs, wall, bench.sim.engine.now - v0,
+                  events, events / wall if wall else 0), flush=True)
+    for node in servers:
+        node.stop()
+    wall = time.monotonic() - wall0
+    print('total: %.1f s wall (%.1f s CPU), %.2f s virtual (speed-up over real time %.3g), '
+          '%d events, %.0f events/s, peak memory %.0f MB' % (
+              wall, time.process_time() - cpu0, bench.sim.engine.now,
+              bench.sim.engine.now / wall, bench.sim.engine.events,
+              bench.sim.engine.events / wall, peak_mb()), flush=True)
+
+
+def grow(args, workdir):
+    """Search time and messages per operation over 1..1,000 servers."""
+    print('growth with the number of index servers (%d peers, %d files each):'
+          % (args.grow_peers, args.files), flush=True)
+    for n in (1, 10, 100, 1000):
+        sub = pathlib.Path(workdir) / ('grow-%d' % n)
+        bench = Bench(n, args.grow_peers, args.files, sub, args.seed)
+        servers = bench.start_servers()
+        peers = ['p%d' % i for i in range(1, args.grow_peers + 1)]
+        w0 = time.monotonic()
+        line = []
+        for op in ('register', 'search'):
+            ms, msgs, _, failed = per_op(bench.wave(op, peers, args.wave))
+            line.append('%s %.4f ms/op %.3f msg/op%s' % (op, ms, msgs,
+                                                         ' (%d failed)' % failed
+                                                         if failed else ''))
+        for node in servers:
+            node.stop()
+        print('  %4d servers: %s; %.1f s wall' % (n, '; '.join(line),
+                                                  time.monotonic() - w0), flush=True)
+
+
+def engine_rate(datagrams=100000):
+    """Events per second of the engine and the network model alone: two hosts bounce a
+    64-byte datagram back and forth (no protocol core, no log)."""
+    sim = SimBackend(topology(1, 1), 1)
+    a, b = sim.stacks['s1'], sim.stacks['p1']
+    left = [datagrams]
+
+    def bounce(stack, other):
+        def received(data, src):
+            left[0] -= 1
+            if left[0] > 0:
+                stack.sendto(data, (other.ip, 9), 9)
+        return received
+    a.bind_udp(9, bounce(a, b))
+    b.bind_udp(9, bounce(b, a))
+    w0 = time.monotonic()
+    a.sendto(b'x' * 64, (b.ip, 9), 9)
+    sim.engine.run()
+    wall = time.monotonic() - w0
+    print('engine and network alone: %d datagrams, %d events in %.2f s: %.0f events/s'
+          % (datagrams, sim.engine.events, wall, sim.engine.events / wall), flush=True)
+
+
+def peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog='benchmarks/sim_scale.py',
+                                description=__doc__.split('\n')[0])
+    p.add_argument('--servers', type=int, default=1000)
+    p.add_argument('--peers', type=int, default=10000)
+    p.add_argument('--files', type=int, default=10, help='files per peer (default 10)')
+    p.add_argument('--wave', type=int, default=500, help='clients at once (default 500)')
+    p.add_argument('--download-every', type=int, default=10,
+                   help='one peer in N downloads (default 10)')
+    p.add_argument('--grow', action='store_true', help='also: 1, 10, 100, 1000 servers')
+    p.add_argument('--grow-peers', type=int, default=100)
+    p.add_argument('--seed', type=int, default=1)
+    p.add_argument('--workdir', default=None, help='scratch folder (default: a temporary '
+                   'one, removed at the end)')
+    args = p.parse_args(argv)
+    for name in ('servers', 'peers', 'files', 'wave', 'download_every', 'grow_peers'):
+        if getattr(args, name) < 1:
+            p.error('--%s must be at least 1' % name.replace('_', '-'))
+    if args.servers + args.peers > 60000:
+        p.error('--servers + --peers must be at most 60,000 (one address per host)')
+    workdir = args.workdir or tempfile.mkdtemp(prefix='repronet-simscale-')
+    try:
+        engine_rate()
+        part_one(args, workdir)
+        if args.grow:
+            grow(args, workdir)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""analysis.sim_cost: the processing cost per callback from an emulated and a simulated run."""
+
+import pytest
+
+from analysis import sim_cost
+
+
+def _folder(path, rows):
+    (path / 'tables').mkdir(parents=True)
+    lines = ['part,variant,concurrent_clients,time_per_op_ms']
+    lines += ['%s,%s,%d,%s' % row for row in rows]
+    (path / 'tables' / 'points.csv').write_text('\n'.join(lines) + '\n')
+    return path
+
+
+def test_half_the_difference_of_the_one_client_searches_per_callback(tmp_path):
+    emu = _folder(tmp_path / 'emu', [('I', 'search', 1, 1.2), ('I', 'search', 1, 1.4),
+                                     ('I', 'search', 2, 9.0), ('III', 'search', 1, 7.0),
+                                     ('I', 'register batched', 1, 0.5)])
+    sim = _folder(tmp_path / 'sim', [('I', 'search', 1, 0.3), ('I', 'search', 2, 0.3)])
+    seconds, emu_ms, sim_ms, n = sim_cost.measure(emu, sim)
+    assert (emu_ms, sim_ms, n) == (pytest.approx(1.3), 0.3, 2)
+    assert seconds == pytest.approx(0.0005)
+    assert sim_cost.flag(seconds) == ('nodes.dht.server=0.0005,nodes.dht.client=0.0005,'
+                                      'nodes.dht.peer=0.0005')
+
+
+def test_refusals_are_one_sentence(tmp_path, capsys):
+    emu = _folder(tmp_path / 'emu', [('I', 'search', 1, 0.2)])
+    sim = _folder(tmp_path / 'sim', [('I', 'search', 1, 0.3)])
+    with pytest.raises(ValueError, match='not slower'):
+        sim_cost.measure(emu, sim)
+    none = _folder(tmp_path / 'none', [('III', 'search', 1, 0.3)])
+    with pytest.raises(ValueError, match='no one-client Part I search'):
+        sim_cost.measure(none, sim)
+    assert sim_cost.main([str(tmp_path / 'missing'), str(sim)]) == 1
+    assert 'repronet analyse' in capsys.readouterr().err
