@@ -94,14 +94,33 @@ class _Op:
         self.extra = {}
 
 
+class _Servers(dict):
+    """Index-server connections by name, each made when first asked for: a client of
+    1,000 servers (the simulator's scale runs) talks to a few, and holds only those.
+    values() are the ones made so far; every() makes them all."""
+
+    def __init__(self, addrs, window, timeout):
+        super().__init__()
+        self.addrs, self.window, self.timeout = addrs, window, timeout
+
+    def __missing__(self, name):
+        if name not in self.addrs:
+            raise KeyError(name)
+        srv = self[name] = _Server(name, '%s:%d' % tuple(self.addrs[name]), self.window,
+                                   self.timeout)
+        return srv
+
+    def every(self):
+        return [self[name] for name in self.addrs]
+
+
 class ClientOps:
     """Every operation of one client, over a ring of index servers and holder peers."""
 
     def __init__(self, routing, addrs, window=1, timeout=5.0, limit=1):
         self.routing = routing                  # client_core.ClientCore
         self.timeout = timeout
-        self.servers = {s: _Server(s, '%s:%d' % tuple(addrs[s]), window, timeout)
-                        for s in addrs}
+        self.servers = _Servers(addrs, window, timeout)
         self.limit = max(1, limit)
         self.todo = deque()                     # operations not started yet
         self.active = {}                        # op id -> _Op
@@ -122,7 +141,7 @@ class ClientOps:
 
     def connect_all(self, now):
         """Open a connection to every index server (before the timed part)."""
-        for srv in self.servers.values():
+        for srv in self.servers.every():
             self._open(srv, now)
 
     def connecting(self):
@@ -182,15 +201,18 @@ class ClientOps:
         self._start(now)
 
     def get_timer(self):
-        """The earliest deadline at which handle_timer must be called, or None."""
-        times = [t for s in self.servers.values()
+        """The earliest deadline at which handle_timer must be called, or None.
+
+        A closed server connection has no deadline (closing clears both), so only the
+        others are asked: a client of 1,000 servers talks to a few."""
+        times = [t for s in self.servers.values() if s.state != 'closed'
                  for t in (s.deadline, s.channel.next_deadline()) if t is not None]
         times += [p['deadline'] for p in self.peers.values() if p['deadline'] is not None]
         return min(times) if times else None
 
     def handle_timer(self, now):
         """Fail the connections whose reply, connect or transfer is late."""
-        for srv in self.servers.values():
+        for srv in [s for s in self.servers.values() if s.state != 'closed']:
             if srv.deadline is not None and now >= srv.deadline:
                 self._server_failed(srv, 'no connection to %s in %.1f s'
                                     % (srv.conn[1], self.timeout), now)

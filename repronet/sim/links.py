@@ -119,6 +119,8 @@ class Network:
         for names in self.neighbours.values():
             names.sort()
         self._routes = {}
+        self._switch_routes = {}
+        self._host_set = set(self.hosts)
         self.stack_by_ip = {}       # ip -> streams.Stack (each Stack adds itself)
 
     def reseed(self, seed):
@@ -133,8 +135,33 @@ class Network:
         return self._routes[key]
 
     def _search(self, src, dst):
-        """Breadth-first search over the links; hosts do not forward."""
-        hosts = set(self.hosts)
+        """Breadth-first search over the links; hosts do not forward.
+
+        Between two hosts that each hang off one switch (the usual case), the search runs
+        over the switches alone and the two host links are added: a star of 11,000 hosts
+        would otherwise visit every host for every route. The path is the one the full
+        search finds (same order of neighbours)."""
+        hosts = self._host_set
+        a, b = self.neighbours[src], self.neighbours[dst]
+        if len(a) == 1 and len(b) == 1 and a[0] not in hosts and b[0] not in hosts \
+                and src != dst:
+            middle = self._switch_path(a[0], b[0])
+            if middle is None:
+                return None
+            return [self.ports[(src, a[0])]] + middle + [self.ports[(b[0], dst)]]
+        return self._bfs(src, dst, hosts)
+
+    def _switch_path(self, a, b):
+        """Ports from switch a to switch b through switches only (cached), or None."""
+        key = (a, b)
+        if key not in self._switch_routes:
+            path = self._bfs(a, b, self._host_set, through_hosts=False)
+            self._switch_routes[key] = path
+        return self._switch_routes[key]
+
+    def _bfs(self, src, dst, hosts, through_hosts=True):
+        """Fewest-hop path src -> dst (neighbours in name order); hosts are never passed
+        through, and not even entered when through_hosts is False."""
         parent = {src: None}
         frontier = collections.deque([src])
         while frontier:
@@ -144,7 +171,7 @@ class Network:
             if node != src and node in hosts:
                 continue
             for nxt in self.neighbours[node]:
-                if nxt not in parent:
+                if nxt not in parent and (through_hosts or nxt not in hosts or nxt == dst):
                     parent[nxt] = node
                     frontier.append(nxt)
         if dst not in parent:
