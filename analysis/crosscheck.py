@@ -114,7 +114,8 @@ def tables(emu_dir, sim_dir):
             'dirs': (str(emu_dir), str(sim_dir))}
     if emu['experiment'] == 'dht8':
         data['crosscheck_dht8'], data['crosscheck_dht8_unmatched'] = \
-            crosscheck_tables.dht8_table(emu_t['points'], sim_t['points'])
+            crosscheck_tables.dht8_table(emu_t['points'], sim_t['points'],
+                                         (sim.get('params') or {}).get('sim_costs') or {})
     else:
         data['crosscheck_fidelity'] = crosscheck_tables.fidelity_table(
             {k: v for k, v in emu_t.items() if v is not None},

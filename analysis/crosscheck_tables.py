@@ -133,9 +133,39 @@ def _side(rows):
             'verdicts': verdicts}
 
 
-def dht8_reasons(e, s, spread):
+def model_reasons(key, r, costs):
+    """What the simulator's model leaves out that shows in this row (phrases): known
+    causes, named by the variant, the servers and clients of the row and whether the
+    simulated run charged a processing cost (its manifest's params.sim_costs)."""
+    row = dict(zip(DHT8_KEY, key))
+    variant, why = str(row.get('variant')), []
+    if nan(r):
+        return why
+    if not costs:
+        if r < 1:
+            why.append('the simulated run charged no processing (no --sim-cost): its time '
+                       'is the network\'s alone, the emulation\'s adds the nodes\', the '
+                       'kernel\'s and the delay daemons\' work per message')
+        return why
+    if r < 1 and 'batched' in variant and 'unbatched' not in variant:
+        why.append('a batched REGISTER carries hundreds of names in one message, and '
+                   '--sim-cost charges per callback, not per name')
+    elif r < 1 and variant == 'download':
+        why.append('a download reads a file and sends it in many writes; --sim-cost charges '
+                   'per callback, not per byte read or sent')
+    elif r < 1 and variant == 'register unbatched':
+        why.append('an unbatched REGISTER (store an entry, answer) costs more than the '
+                   'search --sim-cost was measured on')
+    if r > 1 and row.get('servers') == 1 and (row.get('concurrent_clients') or 0) > 2:
+        why.append('one index server serves every client, and --sim-cost charges it as '
+                   'much per callback as a client (half a measured search each), more than '
+                   'the emulated server spends, so its one simulated thread saturates first')
+    return why
+
+
+def dht8_reasons(e, s, spread, key=(), r=float('nan'), costs=None):
     """Return the mechanical reasons for a row outside the target (a list of phrases)."""
-    why = []
+    why = model_reasons(key, r, costs) if key else []
     if e['bound']:
         why.append('the emulation was CPU-bound in %d of %d repetition(s)'
                    % (e['bound'], e['repeats']))
@@ -156,8 +186,9 @@ def dht8_reasons(e, s, spread):
     return why
 
 
-def dht8_table(emu_points, sim_points):
-    """Return (rows of crosscheck_dht8, rows of crosscheck_dht8_unmatched) as DataFrames."""
+def dht8_table(emu_points, sim_points, costs=None):
+    """Return (rows of crosscheck_dht8, rows of crosscheck_dht8_unmatched) as DataFrames;
+    costs: the simulated run's --sim-cost ({} or None: none charged)."""
     def parts(df):
         if df is None or df.empty or 'part' not in df.columns:
             return df
@@ -182,7 +213,8 @@ def dht8_table(emu_points, sim_points):
             'sim_lat_p50_ms': s['p50'], 'lat_p50_sim_over_emu': p50,
             'emu_failed': e['failed'], 'sim_failed': s['failed'],
             'emu_missing_clients': e['missing'], 'sim_missing_clients': s['missing'],
-            'why': '; '.join(dht8_reasons(e, s, spread)) if met is not True else ''})
+            'why': '; '.join(dht8_reasons(e, s, spread, key, r, costs))
+            if met is not True else ''})
         rows.append(row)
     rows.sort(key=lambda row: row['section'] != UNCONGESTED)     # stable: key order kept
     unmatched = [dict(zip(('only_in',) + DHT8_KEY, (side,) + key))

@@ -339,3 +339,18 @@ def test_fidelity_rows_configured_emu_sim_and_what_the_simulation_lacks(tmp_path
     assert '# Simulation against emulation: fidelity' in report
     assert 'fidelity: 3 of 4 row(s) with both figures within 15 % (sim/emu)' in report
     assert '](figures/crosscheck_fidelity.png)' in report
+
+
+def test_the_model_reasons_name_what_the_simulator_leaves_out():
+    """Rows outside the target get the known causes: no processing charged at all, a
+    batched message's names, one server's thread overcharged; none for a row within."""
+    from analysis.crosscheck_tables import model_reasons
+    key = ('I', 'register batched', 8, 1, 'part1')
+    assert 'no --sim-cost' in model_reasons(key, 0.2, {})[0]
+    cost = {'nodes.dht.server': 3e-4}
+    assert 'per name' in model_reasons(key, 0.4, cost)[0]
+    assert 'per byte' in model_reasons(('I', 'download', 8, 1, 'part1'), 0.7, cost)[0]
+    central = ('III', 'search', 1, 8, 'part1')
+    assert 'one index server' in model_reasons(central, 1.8, cost)[0]
+    assert model_reasons(('III', 'search', 1, 2, 'part1'), 1.2, cost) == []
+    assert model_reasons(key, float('nan'), cost) == []
