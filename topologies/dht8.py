@@ -191,6 +191,8 @@ class Dht8(Experiment):
             print('dht8: --backend sim skips the capture part (a scapy capture needs real '
                   'interfaces)', flush=True)
         dht8_plan.check_resources(params, combos(params))
+        if not getattr(params, 'dry_run', False):
+            self.workdir_lock = dht8_plan.lock_workdir(params.workdir)
 
     def estimate(self, params, point):
         """Return a rough length of one point in seconds (weights the ETA)."""
