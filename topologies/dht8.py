@@ -191,8 +191,6 @@ class Dht8(Experiment):
             print('dht8: --backend sim skips the capture part (a scapy capture needs real '
                   'interfaces)', flush=True)
         dht8_plan.check_resources(params, combos(params))
-        if not getattr(params, 'dry_run', False):
-            self.workdir_lock = dht8_plan.lock_workdir(params.workdir)
 
     def estimate(self, params, point):
         """Return a rough length of one point in seconds (weights the ETA)."""
@@ -220,7 +218,9 @@ class Dht8(Experiment):
         return points
 
     def setup(self, ctx):
-        """Prepare per-run state (file sets are made lazily, per point)."""
+        """Hold --workdir for this run; prepare per-run state (file sets are made lazily,
+        per point)."""
+        self.workdir_lock = dht8_plan.lock_workdir(ctx.params.workdir)
         self.run_dir = ctx.results.path
         ctx.results.update(hosts={h: ctx.host(h).IP()
                                    for h in self.topology(ctx.params).hosts()})
