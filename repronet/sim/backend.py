@@ -40,8 +40,14 @@ def addresses(topo):
     out = {}
     for i, name in enumerate(topo.hosts(), 1):
         ip = topo.nodeInfo(name).get('ip')
-        out[name] = ip.split('/')[0] if ip else '10.0.%d.%d' % (i // 256, i % 256)
+        out[name] = ip.split('/')[0] if ip else host_ip(i)
     return out
+
+
+def host_ip(i):
+    """The i-th host's address in 10.0.0.0/8, carrying into every byte as Mininet's ipAdd
+    does (10.1.0.0 follows 10.0.255.255)."""
+    return '10.%d.%d.%d' % (i >> 16 & 255, i >> 8 & 255, i & 255)
 
 
 class SimBackend:

@@ -11,6 +11,8 @@ simulator can predict where the emulation becomes CPU-bound: the cores' busy sha
 recorded per timed part, as the emulation's CPU monitor does.
 """
 
+import importlib.util
+
 
 class CpuModel:
     """Cores shared by every node, one thread per node, a cost per callback by node kind."""
@@ -53,4 +55,16 @@ def parse_costs(text):
             raise ValueError('--sim-cost takes MODULE=SECONDS,... with each cost in [0, 1) '
                              's, not %r' % item)
         costs[kind.strip()] = seconds
+    for kind in costs:
+        if not _is_module(kind):
+            raise ValueError('--sim-cost names %s, which is not a module (a node program, '
+                             'e.g. nodes.dht.server), so it would charge nothing' % kind)
     return costs
+
+
+def _is_module(name):
+    """True if name is an importable module (a mistyped one would be charged nothing)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):      # its parent package is missing, or an empty part
+        return False
