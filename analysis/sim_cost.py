@@ -18,6 +18,7 @@ is inside the figure, not modelled apart.
 """
 
 import argparse
+import json
 import math
 import pathlib
 import sys
@@ -44,8 +45,34 @@ def _search_ms(run_dir):
     return float(rows.mean()), len(rows)
 
 
+def _check(emu_dir, sim_dir):
+    """Refuse (ValueError, one sentence) unless EMU_DIR is an emulated dht8 run and SIM_DIR
+    a simulated one charged no processing cost."""
+    for run_dir, want in ((emu_dir, 'emu'), (sim_dir, 'sim')):
+        try:
+            manifest = json.loads((pathlib.Path(run_dir) / 'manifest.json').read_text())
+        except (OSError, ValueError):
+            raise ValueError('%s is not a results folder (no readable manifest.json)'
+                             % run_dir) from None
+        params = manifest.get('params') or {}
+        backend = params.get('backend') or (manifest.get('mechanisms') or {}).get(
+            'backend') or 'emu'
+        if manifest.get('experiment') != 'dht8':
+            raise ValueError('%s is a %s run; sim_cost reads dht8 runs'
+                             % (run_dir, manifest.get('experiment')))
+        if backend != want:
+            raise ValueError('%s is %s run; the %s folder must be %s one' % (
+                run_dir, 'an emulated' if backend == 'emu' else 'a simulated',
+                'first' if want == 'emu' else 'second',
+                'an emulated' if want == 'emu' else 'a simulated'))
+        if want == 'sim' and params.get('sim_costs'):
+            raise ValueError('%s was run with --sim-cost; the cost is measured against a '
+                             'simulated run without one' % run_dir)
+
+
 def measure(emu_dir, sim_dir):
     """Return (seconds per callback, emulated ms, simulated ms, points used)."""
+    _check(emu_dir, sim_dir)
     emu, n = _search_ms(emu_dir)
     sim, _ = _search_ms(sim_dir)
     per_op = (emu - sim) / 1000.0

@@ -103,3 +103,17 @@ def test_sim_flags_without_the_sim_backend_are_refused(tmp_path):
                            'nodes.dht.server=1e-5', '--dry-run'], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and 'need --backend sim' in proc.stderr
+
+
+@pytest.mark.parametrize('flags, words', [
+    (['--bw', '0', '--delay', '0'], 'takes no time at all'),
+    (['--servers', '100'], 'benchmarks/sim_scale.py'),
+    (['--sim-cores', '2'], 'without --sim-cost it does nothing'),
+    (['--cli', 'failure'], 'does not have'),
+])
+def test_simulation_only_refusals_name_the_reason(tmp_path, flags, words):
+    proc = subprocess.run([sys.executable, str(REPO / 'topologies' / 'dht8.py'), '--backend',
+                           'sim', '--dry-run'] + flags, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count('\n') == 0

@@ -40,7 +40,13 @@ def check_flags(params, parts):
     """Check every dht8 flag's value (bounds, sets, parts among `parts`); normalise.
 
     Raises UsageError with one sentence; sorts --part2-sets (the manifest shows it so)."""
+    sim = getattr(params, 'backend', 'emu') == 'sim'
     for flag in ('servers', 'peers', 'window', 'files', 'part2_divisor'):
+        if sim and flag in ('servers', 'peers') and getattr(params, flag, 0) > LIMITS[flag]:
+            raise UsageError('--%s %s: dht8 runs at most %d (every client connects to every '
+                             'index server, in simulation too); benchmarks/sim_scale.py '
+                             'simulates 1,000 servers and 10,000 peers' % (
+                                 flag, getattr(params, flag), LIMITS[flag]))
         check_range(params, flag, 1, LIMITS[flag])
     if not 0 <= params.replicas < params.servers:
         raise UsageError('--replicas %d needs at least %d servers (--replicas 0..%d with '
@@ -53,6 +59,10 @@ def check_flags(params, parts):
             params.delay, '--delay', 'dht8')
     except LinkEmulationError as e:     # its own sentence, less the 'dht8: ' prefix
         raise UsageError(str(e).split(': ', 1)[-1]) from None
+    if sim and not params.bw and not delay_ms and not getattr(params, 'sim_costs', None):
+        raise UsageError('with --bw 0, --delay 0 and no --sim-cost a simulated operation '
+                         'takes no time at all; give a link rate, a delay or a processing '
+                         'cost')
     if delay_ms > LIMITS['delay_ms']:
         raise UsageError('--delay %s is over %g ms one way' % (
             params.delay, LIMITS['delay_ms']))

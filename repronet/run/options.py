@@ -176,11 +176,14 @@ def check_shared(params, limits=None):
     for flag, bounds in dict(SHARED_LIMITS, **(limits or {})).items():
         if getattr(params, flag, None) is not None:
             check_range(params, flag, *bounds)
+    if params.backend == 'sim' and params.cli:
+        raise UsageError('--cli opens Mininet\'s CLI, which a simulated run does not have')
     if params.cli and not sys.stdin.isatty():
         raise UsageError('--cli needs a terminal on standard input')
     if params.backend == 'sim':
-        if params.cli:
-            raise UsageError('--cli opens Mininet\'s CLI, which a simulated run does not have')
+        if params.sim_cores is not None and not params.sim_cost:
+            raise UsageError('--sim-cores sets the cores --sim-cost charges; without '
+                             '--sim-cost it does nothing')
         if params.switch != 'lxbr' or params.datapath != 'auto':
             raise UsageError('--switch and --datapath choose the emulated switch; a '
                              'simulated run has none')
