@@ -123,3 +123,23 @@ def test_arguments_are_passed_and_the_counter_counts_callbacks():
         engine.after(i * 0.001, lambda a, b: got.append(a + b), i, 1)
     engine.run()
     assert got == list(range(1, 1001)) and engine.events == 1000
+
+
+def test_a_heap_mostly_of_cancelled_events_is_rebuilt_without_them():
+    """Re-armed timeouts far in the future must not pile up (each would keep its node alive):
+    once more than half of a large heap is cancelled it is rebuilt, order unchanged, even
+    when the cancelling happens inside a running event."""
+    engine = Engine()
+    ran = []
+    keep = [engine.at(1000.0 + i, ran.append, i) for i in range(10)]
+    doomed = [engine.at(500.0, ran.append, 'never') for _ in range(9000)]
+
+    def cancel_all():
+        for event in doomed:
+            event.cancel()
+    engine.at(1.0, cancel_all)
+    engine.run(until=2.0)
+    assert engine.pending() < 1000
+    assert doomed[0].fn is None and doomed[0].args is None       # references dropped
+    engine.run()
+    assert ran == list(range(10)) and all(not e.alive for e in keep)

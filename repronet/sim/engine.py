@@ -8,7 +8,9 @@ write byte-identical logs (FoundationDB's and TigerBeetle's deterministic simula
 the same rule). Nothing here reads the wall clock or a random source.
 
 Cancellation is lazy: a cancelled event stays in the heap and is skipped when popped, which
-keeps ``cancel()`` O(1) (timers are re-armed far more often than they fire).
+keeps ``cancel()`` O(1) (timers are re-armed far more often than they fire). When more than
+half of a large heap is cancelled events, it is rebuilt without them: a re-armed timeout far
+in the future would otherwise keep its node (and everything the node holds) alive to the end.
 """
 
 import heapq
@@ -17,14 +19,19 @@ import heapq
 class Event:
     """A scheduled callback; ``cancel()`` before it runs and it never will."""
 
-    __slots__ = ('when', 'fn', 'args', 'alive')
+    __slots__ = ('when', 'fn', 'args', 'alive', 'engine')
 
-    def __init__(self, when, fn, args):
+    def __init__(self, when, fn, args, engine=None):
         self.when, self.fn, self.args, self.alive = when, fn, args, True
+        self.engine = engine
 
     def cancel(self):
         """Do not run this event (harmless after it ran or was cancelled)."""
-        self.alive = False
+        if self.alive:
+            self.alive = False
+            self.fn = self.args = None          # what it referred to may be freed now
+            if self.engine is not None:
+                self.engine._cancelled()
 
 
 class Engine:
@@ -35,15 +42,24 @@ class Engine:
         self.events = 0             # callbacks run so far (the benchmark's events)
         self._heap = []
         self._seq = 0
+        self._dead = 0              # cancelled events still in the heap
 
     def at(self, when, fn, *args):
         """Run fn(*args) at virtual time when (never earlier than now); return its Event."""
         if when < self.now:
             when = self.now
-        event = Event(when, fn, args)
+        event = Event(when, fn, args, self)
         self._seq += 1
         heapq.heappush(self._heap, (when, self._seq, event))
         return event
+
+    def _cancelled(self):
+        """Count a cancelled event; rebuild a large heap that is mostly cancelled ones."""
+        self._dead += 1
+        if self._dead > 4096 and 2 * self._dead > len(self._heap):
+            self._heap[:] = [entry for entry in self._heap if entry[2].alive]   # in place:
+            heapq.heapify(self._heap)              # run() holds the list
+            self._dead = 0
 
     def after(self, delay, fn, *args):
         """Run fn(*args) delay seconds from now; return its Event."""
@@ -54,6 +70,7 @@ class Engine:
         heap = self._heap
         while heap and not heap[0][2].alive:
             heapq.heappop(heap)
+            self._dead = max(0, self._dead - 1)
         return heap[0][0] if heap else None
 
     def step(self):
@@ -61,7 +78,9 @@ class Engine:
         heap = self._heap
         while heap:
             when, _, event = heapq.heappop(heap)
-            if event.alive:
+            if not event.alive:
+                self._dead = max(0, self._dead - 1)
+            else:
                 event.alive = False
                 self.now = when
                 self.events += 1
@@ -79,6 +98,7 @@ class Engine:
                 return 'stop'
             while heap and not heap[0][2].alive:
                 heapq.heappop(heap)
+                self._dead = max(0, self._dead - 1)
             if not heap:
                 if until is not None:
                     self.now = max(self.now, until)

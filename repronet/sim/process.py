@@ -119,6 +119,8 @@ class SimProcess:
         self.ports = []
         self.udp_ports = []
         self.released = None        # barrier callback, until go()
+        self._events = []           # its timers, cancelled when it ends (a pending one
+        self._prune_at = 64         # would keep the whole node alive until it was due)
         self.stop_fn = None
         self.log_path = log_dir / (name + suffix)
         self.err_path = log_dir / (name + '.err')
@@ -133,7 +135,12 @@ class SimProcess:
         return self.engine.now
 
     def call_at(self, when, fn, *args):
-        return _Handle(self.engine.at(when, self._call, fn, *args))
+        event = self.engine.at(when, self._call, fn, *args)
+        self._events.append(event)
+        if len(self._events) > self._prune_at:      # keep only the pending ones
+            self._events = [e for e in self._events if e.alive]
+            self._prune_at = max(64, 2 * len(self._events))
+        return _Handle(event)
 
     def call_soon(self, fn, *args):
         return self.call_at(self.engine.now, fn, *args)
@@ -175,6 +182,10 @@ class SimProcess:
         if self.returncode is not None:
             return
         self.returncode = code
+        for event in self._events:
+            event.cancel()
+        self._events = []
+        self.held = []
         self._release_sockets()
         self.log.spill()
         self._err.spill()
