@@ -21,6 +21,7 @@ import time
 from nodes.dht.common import JsonLog, UsageParser, stop_event_on_signals
 from nodes.rudp.driver import CoreProtocol
 from nodes.rudp.receiver_core import Complete, Opened, Receiver, Write
+from nodes.rudp.sim_driver import SimReceive
 
 
 class FileSink:
@@ -94,6 +95,14 @@ def parse_args(argv):
     return args
 
 
+def report(core, sink, log):
+    """Log one transfer's end (done or error); return True when it arrived whole."""
+    summary = core.summary()
+    summary.update(path=sink.final if core.ok else None)
+    log.write('done' if core.state == 'done' else 'error', flush=True, **summary)
+    return core.state == 'done'
+
+
 async def one(args, log, sock, stop):
     """Receive one transfer on sock; return True when it arrived whole."""
     loop = asyncio.get_running_loop()
@@ -107,10 +116,7 @@ async def one(args, log, sock, stop):
         await asyncio.wait([proto.ended, stopped], return_when=asyncio.FIRST_COMPLETED)
         if not proto.ended.done():
             core._fail('stopped by a signal')
-        summary = core.summary()
-        summary.update(path=sink.final if core.ok else None)
-        log.write('done' if core.state == 'done' else 'error', flush=True, **summary)
-        return core.state == 'done'
+        return report(core, sink, log)
     finally:
         sink.close()
         transport.abort()
@@ -141,6 +147,12 @@ def main(argv=None):
         sys.stderr.write('rudp.recv: cannot listen on %s:%d: %s\n' % (
             args.host, args.port, e.strerror or e))
         return 1
+
+
+def simulate(env, argv):
+    """Run this receiver in the simulator (`repronet.sim`): the same core and file handling,
+    records in virtual time (`sim_driver.SimReceive`)."""
+    SimReceive(env, parse_args(argv), FileSink, report).start()
 
 
 if __name__ == '__main__':

@@ -23,6 +23,7 @@ from nodes.dht.common import JsonLog, UsageParser, stop_event_on_signals, wait_g
 from nodes.rudp import wire
 from nodes.rudp.driver import CoreProtocol
 from nodes.rudp.sender_core import Sender
+from nodes.rudp.sim_driver import SimSend
 
 
 def parse_args(argv):
@@ -59,12 +60,28 @@ def parse_args(argv):
     return args
 
 
-async def run(args, log):
-    """Send the file; return the exit status."""
-    with open(args.file, 'rb') as f:
+def load(path):
+    """Map and hash the file: return (data, SHA-256 digest, close)."""
+    with open(path, 'rb') as f:
         size = os.fstat(f.fileno()).st_size
         data = mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) if size else b''
-    digest = hashlib.sha256(data).digest()
+    return data, hashlib.sha256(data).digest(), (data.close if size else lambda: None)
+
+
+def report(sender, args, digest, log):
+    """Log the transfer's end (done or error); return the exit status."""
+    summary = sender.summary()
+    summary.update(file=args.file, sha256=digest.hex(), rate=args.rate)
+    if sender.state == 'done':
+        log.write('done', flush=True, **summary)
+        return 0
+    log.write('error', flush=True, **summary)
+    return 1
+
+
+async def run(args, log):
+    """Send the file; return the exit status."""
+    data, digest, close = load(args.file)
     loop = asyncio.get_running_loop()
     stop = stop_event_on_signals(loop)
     session = int.from_bytes(os.urandom(8), 'big')
@@ -84,24 +101,23 @@ async def run(args, log):
         await asyncio.wait([proto.ended, stopped], return_when=asyncio.FIRST_COMPLETED)
         if not proto.ended.done():
             sender._fail('stopped by a signal')
-        summary = sender.summary()
-        summary.update(file=args.file, sha256=digest.hex(), rate=args.rate)
-        if sender.state == 'done':
-            log.write('done', flush=True, **summary)
-            return 0
-        log.write('error', flush=True, **summary)
-        return 1
+        return report(sender, args, digest, log)
     finally:
         transport.close()
         del sender.data
-        if size:
-            data.close()
+        close()
 
 
 def main(argv=None):
     """Run one transfer."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     return asyncio.run(run(args, JsonLog()))
+
+
+def simulate(env, argv):
+    """Run this sender in the simulator (`repronet.sim`): the same core, records in virtual
+    time (`sim_driver.SimSend`)."""
+    SimSend(env, parse_args(argv), load, report).start()
 
 
 if __name__ == '__main__':
