@@ -310,3 +310,14 @@ def test_two_flows_through_one_bottleneck_share_it_about_evenly():
     slack = win * (1 + TCP_OVERHEAD / MSS) / rate + 3 * rtt
     assert all(abs(t - 2 * alone) <= slack for t in both)
     assert slack < 0.1 * alone
+
+
+def test_a_udp_port_that_is_taken_is_refused_not_taken_over():
+    net, (a, b) = _hosts(dict(delay='1ms'))
+    got = []
+    b.bind_udp(53, lambda data, src: got.append(data))
+    with pytest.raises(OSError, match='already in use'):
+        b.bind_udp(53, lambda data, src: None)
+    a.sendto(b'x', (b.ip, 53))
+    net.engine.run()
+    assert got == [b'x']

@@ -99,7 +99,10 @@ class Stack:
         return conn
 
     def bind_udp(self, port, received):
-        """received(data, (ip, port)) for each datagram arriving on port."""
+        """received(data, (ip, port)) for each datagram arriving on port; OSError if the
+        port is taken (as bind() would say), never a silent takeover."""
+        if port in self.udp:
+            raise OSError('%s:%d: address already in use (UDP)' % (self.ip, port))
         self.udp[port] = received
 
     def sendto(self, data, addr, sport=0):
