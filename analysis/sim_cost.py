@@ -25,6 +25,8 @@ import sys
 
 import pandas as pd
 
+from analysis import crosscheck
+
 KINDS = ('nodes.dht.server', 'nodes.dht.client', 'nodes.dht.peer')
 CALLBACKS_PER_SEARCH = 2
 
@@ -55,8 +57,7 @@ def _check(emu_dir, sim_dir):
             raise ValueError('%s is not a results folder (no readable manifest.json)'
                              % run_dir) from None
         params = manifest.get('params') or {}
-        backend = params.get('backend') or (manifest.get('mechanisms') or {}).get(
-            'backend') or 'emu'
+        backend = crosscheck.backend(manifest)
         if manifest.get('experiment') != 'dht8':
             raise ValueError('%s is a %s run; sim_cost reads dht8 runs'
                              % (run_dir, manifest.get('experiment')))

@@ -18,7 +18,7 @@ with failover). A server that failed is marked down and tried last from then on,
 dead server costs one timeout, not one per request.
 """
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from . import codec
 from .server_core import MAX_NAMES
@@ -143,3 +143,37 @@ class Channel:
         lost = [(req, msg) for req, (msg, _) in self.outstanding.items()]
         self.outstanding.clear()
         return lost
+
+
+class ServerLink:
+    """One index server's connection as ClientOps keeps it: state, request queue,
+    request id -> operation."""
+
+    def __init__(self, name, addr, window, timeout):
+        self.conn = ('index', name)
+        self.addr = addr
+        self.channel = Channel(name, window, timeout)
+        self.state = 'closed'           # closed | connecting | open
+        self.deadline = None            # connect deadline
+        self.queue = deque()            # (op, kind, fields) waiting for the window
+        self.ops = {}                   # req -> op
+
+
+class ServerLinks(dict):
+    """Index-server connections by name, each made when first asked for: a client of
+    1,000 servers (the simulator's scale runs) talks to a few, and holds only those.
+    values() are the ones made so far; every() makes them all."""
+
+    def __init__(self, addrs, window, timeout):
+        super().__init__()
+        self.addrs, self.window, self.timeout = addrs, window, timeout
+
+    def __missing__(self, name):
+        if name not in self.addrs:
+            raise KeyError(name)
+        srv = self[name] = ServerLink(name, '%s:%d' % tuple(self.addrs[name]), self.window,
+                                      self.timeout)
+        return srv
+
+    def every(self):
+        return [self[name] for name in self.addrs]

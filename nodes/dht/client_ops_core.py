@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from . import codec
-from .client_core import Channel, ChannelError
+from .client_core import ChannelError, ServerLinks
 from .server_core import valid_name
 from .download_core import Download, DownloadError
 
@@ -66,19 +66,6 @@ class Notice:
     text: str
 
 
-class _Server:
-    """One index server's connection: state, request queue, request id -> operation."""
-
-    def __init__(self, name, addr, window, timeout):
-        self.conn = ('index', name)
-        self.addr = addr
-        self.channel = Channel(name, window, timeout)
-        self.state = 'closed'           # closed | connecting | open
-        self.deadline = None            # connect deadline
-        self.queue = deque()            # (op, kind, fields) waiting for the window
-        self.ops = {}                   # req -> op
-
-
 class _Op:
     """One operation in flight; `kind` is search, download or the write op name."""
 
@@ -94,33 +81,13 @@ class _Op:
         self.extra = {}
 
 
-class _Servers(dict):
-    """Index-server connections by name, each made when first asked for: a client of
-    1,000 servers (the simulator's scale runs) talks to a few, and holds only those.
-    values() are the ones made so far; every() makes them all."""
-
-    def __init__(self, addrs, window, timeout):
-        super().__init__()
-        self.addrs, self.window, self.timeout = addrs, window, timeout
-
-    def __missing__(self, name):
-        if name not in self.addrs:
-            raise KeyError(name)
-        srv = self[name] = _Server(name, '%s:%d' % tuple(self.addrs[name]), self.window,
-                                   self.timeout)
-        return srv
-
-    def every(self):
-        return [self[name] for name in self.addrs]
-
-
 class ClientOps:
     """Every operation of one client, over a ring of index servers and holder peers."""
 
     def __init__(self, routing, addrs, window=1, timeout=5.0, limit=1):
         self.routing = routing                  # client_core.ClientCore
         self.timeout = timeout
-        self.servers = _Servers(addrs, window, timeout)
+        self.servers = ServerLinks(addrs, window, timeout)
         self.limit = max(1, limit)
         self.todo = deque()                     # operations not started yet
         self.active = {}                        # op id -> _Op

@@ -7,7 +7,10 @@ same Topo and has no monitor (virtual time has no CPU to saturate, unless ``--si
 models one). Both return (network, monitor or None, ctx); ``network.stop()`` and
 ``ctx.stop_nodes()`` end them. ``made`` gets the monitor and the network as soon as each
 exists, so the runner's teardown stops a network whose start failed half-way.
+``teardown`` is that end, the same for both: nodes, network, recorded leftovers.
 """
+
+import sys
 
 from repronet.run import cpu
 from repronet.run.context import RunContext
@@ -42,19 +45,7 @@ def _sim(experiment, params, folder, progress, provenance):
                          costs=getattr(params, 'sim_costs', None), cores=params.sim_cores)
     folder.update(mechanisms=backend.mechanisms())
     ctx = SimContext(backend, params, folder, progress)
-    return _SimStop(ctx), None, ctx
-
-
-class _SimStop:
-    """network.stop() of a simulated run: every node still running is stopped."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def stop(self):
-        for node in self.ctx.nodes:
-            if node.returncode is None:
-                node.kill()
+    return ctx.network, None, ctx
 
 
 def sim_cpu(ctx):
@@ -68,3 +59,34 @@ def sim_cpu(ctx):
         record['mean'] = round(backend.cpu.busy / backend.engine.now, 4)
         record['cores'] = len(backend.cpu.free)
     return record
+
+
+def node_record(node):
+    """Return what the manifest keeps about one node process."""
+    return {'name': node.name, 'argv': node.argv, 'pid': node.pid,
+            'host': getattr(node.host, 'name', None),
+            'returncode': node.returncode}
+
+
+def teardown(ctx, net, state, error):
+    """Stop nodes, network and leftovers; return error text (merged)."""
+    problems = []
+    if ctx is not None:
+        try:
+            ctx.stop_nodes()
+        except Exception as e:
+            problems.append('stopping nodes: %s' % e)
+    if net is not None:
+        try:
+            net.stop()
+        except Exception as e:
+            problems.append(str(e))
+    try:
+        state.clear()
+    except Exception as e:
+        problems.append('removing leftovers: %s' % e)
+    if problems:
+        text = 'teardown: ' + '; '.join(problems)
+        print(text, file=sys.stderr)
+        error = text if error is None else error + '; ' + text
+    return error

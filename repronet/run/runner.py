@@ -279,9 +279,9 @@ class Experiment:
             net, monitor = made.get('net', net), made.get('monitor', monitor)
             if monitor is not None:
                 monitor.set_phase(None)
-            error = _teardown(ctx, net, state, error)
+            error = backends.teardown(ctx, net, state, error)
             if ctx is not None:
-                fields['nodes'] = [node_record(n) for n in ctx.nodes]
+                fields['nodes'] = [backends.node_record(n) for n in ctx.nodes]
             if guard.pending is not None and status != 'interrupted':
                 status, fields['signal'] = 'interrupted', guard.pending
                 error = '; '.join(filter(None, [error, '%s during teardown' % (
@@ -377,34 +377,3 @@ def _clear_errors():
     from repronet.sim.process import SimNodeError
     return (capabilities.CapabilityError, linkemu_params.LinkEmulationError,
             network.NetworkError, NodeError, SimNodeError, options.UsageError)
-
-
-def node_record(node):
-    """Return what the manifest keeps about one node process."""
-    return {'name': node.name, 'argv': node.argv, 'pid': node.pid,
-            'host': getattr(node.host, 'name', None),
-            'returncode': node.returncode}
-
-
-def _teardown(ctx, net, state, error):
-    """Stop nodes, network and leftovers; return error text (merged)."""
-    problems = []
-    if ctx is not None:
-        try:
-            ctx.stop_nodes()
-        except Exception as e:
-            problems.append('stopping nodes: %s' % e)
-    if net is not None:
-        try:
-            net.stop()
-        except Exception as e:
-            problems.append(str(e))
-    try:
-        state.clear()
-    except Exception as e:
-        problems.append('removing leftovers: %s' % e)
-    if problems:
-        text = 'teardown: ' + '; '.join(problems)
-        print(text, file=sys.stderr)
-        error = text if error is None else error + '; ' + text
-    return error

@@ -59,6 +59,7 @@ class SimBackend:
         self.net = links.Network(self.engine, topo, self.seed)
         self.log_dir = log_dir
         self.hosts, self.stacks = {}, {}
+        self.nodes = []             # every node started, for the run's end
         for name, ip in addresses(topo).items():
             self.hosts[name] = SimHost(name, ip)
             self.stacks[name] = streams.Stack(self.net, name, ip)
@@ -77,6 +78,7 @@ class SimBackend:
         proc = SimProcess(self, host, name, [str(a) for a in argv[argv.index('-m') + 2:]],
                           self.log_dir, suffix)
         proc.kind = module
+        self.nodes.append(proc)
         proc.start(simulate)
         return proc
 

@@ -36,6 +36,12 @@ class SimNetwork:
     def mechanisms(self):
         return self.backend.mechanisms()
 
+    def stop(self):
+        """The runner's network.stop(): every simulated node still running is killed."""
+        for node in self.backend.nodes:
+            if node.returncode is None:
+                node.kill()
+
 
 class SimContext:
     """What run_point sees when the run is simulated."""

@@ -89,18 +89,6 @@ class _Guarded:
         self.proc._call(self.inner.connection_lost, conn, why)
 
 
-class _Handle:
-    """A timer of the node's: cancel() before it fires and it never will."""
-
-    __slots__ = ('event',)
-
-    def __init__(self, event):
-        self.event = event
-
-    def cancel(self):
-        self.event.cancel()
-
-
 class SimProcess:
     """One node: its program's environment (``env``) and its runner-side handle."""
 
@@ -140,7 +128,7 @@ class SimProcess:
         if len(self._events) > self._prune_at:      # keep only the pending ones
             self._events = [e for e in self._events if e.alive]
             self._prune_at = max(64, 2 * len(self._events))
-        return _Handle(event)
+        return event                # cancel() before it fires and it never runs
 
     def call_soon(self, fn, *args):
         return self.call_at(self.engine.now, fn, *args)
