@@ -47,7 +47,7 @@ def check(tmp_path_factory):
 def daemon(tmp_path_factory):
     """Path of the compiled daemon (same sources and libraries as its Makefile)."""
     out = tmp_path_factory.mktemp('linkdelay') / 'linkdelay'
-    return _compile(out, ['linkdelay.c', 'linkdelay_core.c'],
+    return _compile(out, ['linkdelay.c', 'linkdelay_core.c', 'linkdelay_sched.c'],
                     ['-lnetfilter_queue', '-lnfnetlink', '-lm'])
 
 

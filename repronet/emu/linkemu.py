@@ -196,6 +196,10 @@ class LinkEmulation:
         """Per-host CPU seconds the linkdelay daemons used so far ({} without daemons)."""
         return self._daemons.cpu_seconds() if self._daemons else {}
 
+    def daemon_schedule(self):
+        """How the linkdelay daemons are scheduled (None without daemons), for the manifest."""
+        return self._daemons.schedule() if self._daemons else None
+
     def daemon_pids(self):
         """PIDs of the linkdelay daemons started so far (for leftover records)."""
         return self._daemons.pids() if self._daemons else []

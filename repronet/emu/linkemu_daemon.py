@@ -18,6 +18,13 @@ The daemon's stdin is a pipe this process keeps open: its end tells the daemon t
 gone, and a line ``seed N`` reseeds its generators (:meth:`DaemonSet.reseed` waits for every
 daemon's ``seeded`` answer, so a point's traffic never meets the previous seed).
 
+Scheduling (issue 15: a LAN link's hold is tens of microseconds, as long as a wake-up behind
+busy node processes): every daemon asks for SCHED_FIFO at RT_PRIORITY, bounded by the kernel's
+RT throttle and by RT_BUDGET_MS of running without blocking (then it drops to SCHED_OTHER), and
+busy-polls the last SPIN_US before each deadline, all daemons together at most SPIN_CPUS of the
+machine (each gets its share per 100 ms window). :meth:`DaemonSet.schedule` is what the manifest
+records (``mechanisms.link_daemons``); each daemon's stats say what it actually ran under.
+
 The binary is built on demand with ``make -C repronet/emu/linkdelay`` when missing or older than
 its sources.
 """
@@ -36,13 +43,20 @@ from repronet.run.results import read_jsonl
 
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'linkdelay')
 BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
-SOURCES = ('linkdelay.c', 'linkdelay_core.c', 'linkdelay_core.h', 'Makefile')
+SOURCES = ('linkdelay.c', 'linkdelay_core.c', 'linkdelay_core.h', 'linkdelay_sched.c',
+           'linkdelay_sched.h', 'Makefile')
 CHAIN = 'REPRONET_LINKDELAY'
 QUEUE = 0
 READY_TIMEOUT = 5.0         # seconds, plus READY_PER_DAEMON for each daemon started
 READY_PER_DAEMON = 0.05
 PARALLEL = 16               # iptables-restore processes at once
 POLL = 0.01
+RT_PRIORITY = 10            # SCHED_FIFO, below the kernel's own RT threads (50)
+RT_BUDGET_MS = 200          # RLIMIT_RTTIME: this long without blocking drops a daemon to OTHER
+SPIN_US = 100               # busy-poll once the next deadline is this close
+SPIN_CPUS = 0.5             # busy-polling of all daemons together, in CPUs
+SPIN_PERMILLE_MAX = 250     # and of one daemon, per mille of a CPU
+RT_THROTTLE = '/proc/sys/kernel/sched_rt_runtime_us'
 
 
 def ensure_binary():
@@ -163,7 +177,7 @@ class DaemonSet:
                     '(written by repronet/emu/linkemu_daemon.py)\n')
             f.writelines(lines)
         argv = [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(self.seed),
-                '--host-id', str(host_id(dst)), '--control-stdin']
+                '--host-id', str(host_id(dst)), '--control-stdin'] + self._schedule_flags()
         if simple:
             # No loss, no jitter: whole GSO packets can be held as one (fewer verdicts).
             argv.append('--gso')
@@ -191,6 +205,32 @@ class DaemonSet:
                         f'(python -m repronet.emu.capabilities).')
             if pending:
                 time.sleep(POLL)
+
+    def _spin_permille(self):
+        """Each daemon's busy-poll share: SPIN_CPUS split over the receivers, capped."""
+        receivers = max(1, len(self.paths.receivers()))
+        return min(SPIN_PERMILLE_MAX, int(1000 * SPIN_CPUS / receivers))
+
+    def _schedule_flags(self):
+        """The daemon's scheduling flags (see the module docstring)."""
+        return ['--rt-priority', str(RT_PRIORITY), '--rt-budget-ms', str(RT_BUDGET_MS),
+                '--spin-us', str(SPIN_US), '--spin-permille', str(self._spin_permille())]
+
+    def schedule(self):
+        """How the daemons were scheduled, for the manifest: asked for, and what each got."""
+        got = {}
+        for name, d in self.daemons.items():
+            ready = d.events('ready')
+            got[name] = ready[0].get('policy') if ready else None
+        try:
+            with open(RT_THROTTLE) as f:
+                throttle = int(f.read())
+        except (OSError, ValueError):
+            throttle = None
+        return {'policy': 'fifo' if RT_PRIORITY else 'other', 'rt_priority': RT_PRIORITY,
+                'rt_budget_ms': RT_BUDGET_MS, 'rt_runtime_us': throttle,
+                'spin_us': SPIN_US, 'spin_permille': self._spin_permille(),
+                'spin_cpus': SPIN_CPUS, 'policy_got': got}
 
     @staticmethod
     def _rules(daemon):

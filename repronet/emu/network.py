@@ -181,6 +181,7 @@ class Network:
                              'interfaces': list(self.offloads_off)}
             if self.offloads_off else None,
             'links': self.links.records(),
+            'link_daemons': self.links.daemon_schedule(),
             'ports': self.ports(),
             'bridge_nf_call': _bridge_nf_call()
             if self.switch == 'lxbr' else None,

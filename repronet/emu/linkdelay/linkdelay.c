@@ -17,6 +17,19 @@
  * (and the experiment sees it) instead of passing undelayed. Bounded: the kernel queues at
  * most QUEUE_MAXLEN packets awaiting a verdict, and the heap holds only those.
  *
+ * The hold counts from the packet's arrival in the host, not from when the daemon got to it:
+ * the kernel stamps each packet as it enters the host (the daemon keeps one SO_TIMESTAMPNS
+ * socket open so that it does) and the queue passes the stamp on (NFQA_TIMESTAMP, in
+ * microseconds). A daemon that reads the packet 50 us late therefore still releases it on
+ * time, and one that reads it after its deadline has passed counts the difference as
+ * lateness (queued_us_* says how long packets waited to be read). Packets without a stamp
+ * count from when they were read (counted in unstamped).
+ *
+ * Getting a CPU on time (linkdelay_sched.h): --rt-priority N runs the daemon SCHED_FIFO,
+ * bounded by the kernel's RT throttle and by --rt-budget-ms of running without blocking
+ * (then it drops to SCHED_OTHER); --spin-us N polls without sleeping once the next deadline
+ * is that close, at most --spin-permille of a CPU. The stats say what the daemon ran under.
+ *
  * Signals (SIGTERM/SIGINT stop, SIGUSR1 prints stats) are blocked except inside ppoll, so one
  * that arrives while the loop is busy is taken by the next wait instead of being lost.
  *
@@ -31,6 +44,7 @@
  */
 #define _GNU_SOURCE
 #include "linkdelay_core.h"
+#include "linkdelay_sched.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -54,13 +68,45 @@ static struct ld_heap heap;
 static uint64_t seed, host_id;
 static uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
 static uint64_t late_ns_sum, late_ns_max, released;
+static uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
+static unsigned rt_priority, rt_budget_ms = 200;
+static struct ld_spin spin;
 static struct nfq_q_handle *qh;
+
+static uint64_t clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static uint64_t now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/*
+ * When the packet entered the host, on CLOCK_MONOTONIC: its kernel stamp (CLOCK_REALTIME,
+ * microseconds) moved by the clocks' offset now, never later than now; now when unstamped.
+ */
+static uint64_t arrival_ns(struct nfq_data *nfa, uint64_t now)
+{
+	struct timeval tv;
+	uint64_t real, stamp, age;
+	if (nfq_get_timestamp(nfa, &tv) < 0 || tv.tv_sec <= 0) {
+		unstamped++;
+		return now;
+	}
+	real = clock_ns(CLOCK_REALTIME);
+	stamp = (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+	age = real > stamp ? real - stamp : 0;
+	if (age > now)
+		age = now;
+	stamped++;
+	queued_ns_sum += age;
+	if (age > queued_ns_max)
+		queued_ns_max = age;
+	return now - age;
 }
 
 static void verdict(uint32_t id, uint32_t what)
@@ -76,7 +122,7 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 	int len = nfq_get_payload(nfa, &payload);
 	uint32_t id, src;
 	struct ld_source *s;
-	uint64_t hold_ns;
+	uint64_t hold_ns, now = now_ns();
 	(void)q; (void)msg; (void)data;
 
 	if (!ph)
@@ -103,11 +149,21 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 		verdict(id, NF_ACCEPT);
 		return 0;
 	}
-	if (ld_heap_push(&heap, (struct ld_held){now_ns() + hold_ns, arrivals, id}) < 0) {
+	if (ld_heap_push(&heap, (struct ld_held){arrival_ns(nfa, now) + hold_ns, arrivals, id}) < 0) {
 		fprintf(stderr, "linkdelay: out of memory holding %zu packets\n", heap.len);
 		exit(1);
 	}
 	return 0;
+}
+
+/* The scheduling fields of the ready and stats lines (no braces, no trailing comma). */
+static void print_schedule(void)
+{
+	printf("\"policy\": \"%s\", \"rt_priority\": %u, \"rt_budget_ms\": %u, "
+	       "\"rt_demoted\": %d, \"spin_us\": %llu, \"spin_permille\": %llu",
+	       ld_sched_policy(), rt_priority, rt_budget_ms, (int)ld_rt_demoted,
+	       (unsigned long long)(spin.spin_ns / 1000ull),
+	       (unsigned long long)(spin.budget_ns / (LD_SPIN_WINDOW_NS / 1000ull)));
 }
 
 static void print_stats(const char *event)
@@ -115,13 +171,19 @@ static void print_stats(const char *event)
 	int first = 1;
 	printf("{\"event\": \"%s\", \"arrivals\": %llu, \"accepted\": %llu, \"dropped\": %llu, "
 	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"late_us_mean\": %.3f, "
-	       "\"late_us_max\": %.3f, \"enobufs\": %llu, \"verdict_errors\": %llu, "
-	       "\"seed\": %llu, \"sources\": [",
+	       "\"late_us_max\": %.3f, \"queued_us_mean\": %.3f, \"queued_us_max\": %.3f, "
+	       "\"stamped\": %llu, \"unstamped\": %llu, \"enobufs\": %llu, "
+	       "\"verdict_errors\": %llu, \"seed\": %llu, ",
 	       event, (unsigned long long)arrivals, (unsigned long long)accepted,
 	       (unsigned long long)dropped, (unsigned long long)unknown, heap.len, heap.max,
 	       released ? late_ns_sum / 1000.0 / released : 0.0, late_ns_max / 1000.0,
+	       stamped ? queued_ns_sum / 1000.0 / stamped : 0.0, queued_ns_max / 1000.0,
+	       (unsigned long long)stamped, (unsigned long long)unstamped,
 	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
 	       (unsigned long long)seed);
+	print_schedule();
+	printf(", \"spin_ms\": %.3f, \"spin_windows_exhausted\": %llu, \"sources\": [",
+	       spin.total_ns / 1e6, (unsigned long long)spin.windows_exhausted);
 	for (size_t i = 0; i < table.n; i++) {
 		char addr[INET_ADDRSTRLEN];
 		struct in_addr a = {htonl(table.v[i].addr)};
@@ -166,7 +228,9 @@ static void control(char *buf, size_t *len)
 static void usage(const char *why, const char *arg)
 {
 	fprintf(stderr, "linkdelay: %s%s; usage: linkdelay --config FILE [--queue N] [--seed N] "
-		"[--host-id N] [--gso] [--control-stdin]\n", why, arg);
+		"[--host-id N] [--gso] [--control-stdin] [--rt-priority 0..98] [--rt-budget-ms 1..%u] "
+		"[--spin-us 0..%u] [--spin-permille 0..1000]\n", why, arg, LD_MAX_RT_BUDGET_MS,
+		LD_MAX_SPIN_US);
 	exit(2);
 }
 
@@ -199,7 +263,8 @@ int main(int argc, char **argv)
 {
 	const char *config = NULL;
 	unsigned queue = 0;
-	int gso = 0, control_stdin = 0, fd;
+	int gso = 0, control_stdin = 0, fd, stamp_fd, on = 1;
+	uint64_t spin_us = 0, spin_permille = 0;
 	struct nfq_handle *h;
 	static char buf[1 << 16], ctl[CONTROL_MAX];
 	size_t ctl_len = 0;
@@ -217,18 +282,30 @@ int main(int argc, char **argv)
 			seed = number("--seed", argv[++i], UINT64_MAX);
 		else if (!strcmp(argv[i], "--host-id") && more)
 			host_id = number("--host-id", argv[++i], UINT64_MAX);
+		else if (!strcmp(argv[i], "--rt-priority") && more)
+			rt_priority = (unsigned)number("--rt-priority", argv[++i], 98);
+		else if (!strcmp(argv[i], "--rt-budget-ms") && more)
+			rt_budget_ms = (unsigned)number("--rt-budget-ms", argv[++i],
+							 LD_MAX_RT_BUDGET_MS);
+		else if (!strcmp(argv[i], "--spin-us") && more)
+			spin_us = number("--spin-us", argv[++i], LD_MAX_SPIN_US);
+		else if (!strcmp(argv[i], "--spin-permille") && more)
+			spin_permille = number("--spin-permille", argv[++i], 1000);
 		else if (!strcmp(argv[i], "--gso"))
 			gso = 1;
 		else if (!strcmp(argv[i], "--control-stdin"))
 			control_stdin = 1;
 		else if (!more && (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--queue") ||
-				   !strcmp(argv[i], "--seed") || !strcmp(argv[i], "--host-id")))
+				   !strcmp(argv[i], "--seed") || !strcmp(argv[i], "--host-id") ||
+				   !strncmp(argv[i], "--rt-", 5) || !strncmp(argv[i], "--spin-", 7)))
 			usage("this flag lacks its value: ", argv[i]);
 		else
 			usage("unknown argument ", argv[i]);
 	}
 	if (!config)
 		usage("--config is required", "");
+	if (!rt_budget_ms)
+		usage("--rt-budget-ms must be at least 1", "");
 	if (!(f = fopen(config, "r"))) {
 		fprintf(stderr, "linkdelay: cannot open config %s: %s\n", config, strerror(errno));
 		return 2;
@@ -241,6 +318,14 @@ int main(int argc, char **argv)
 	fclose(f);
 	ld_seed(&table, seed, host_id);
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	ld_spin_init(&spin, spin_us, (unsigned)spin_permille);
+	if (ld_sched_apply(rt_priority, rt_budget_ms, err, sizeof(err)) < 0)
+		fprintf(stderr, "linkdelay: %s\n", err);
+	/* Any socket asking for receive stamps makes the kernel stamp every arriving packet. */
+	stamp_fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (stamp_fd < 0 || setsockopt(stamp_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
+		fprintf(stderr, "linkdelay: no receive stamps (%s); holds count from when packets "
+			"are read\n", strerror(errno));
 	if (ld_signals_setup(&wait_mask) < 0) {
 		perror("linkdelay: signal setup");
 		return 1;
@@ -267,8 +352,10 @@ int main(int argc, char **argv)
 	nfnl_rcvbufsiz(nfq_nfnlh(h), RCVBUF_BYTES);
 	fd = nfq_fd(h);
 	printf("{\"event\": \"ready\", \"queue\": %u, \"sources\": %zu, \"seed\": %llu, "
-	       "\"host_id\": %llu, \"gso\": %d}\n", queue, table.n, (unsigned long long)seed,
+	       "\"host_id\": %llu, \"gso\": %d, ", queue, table.n, (unsigned long long)seed,
 	       (unsigned long long)host_id, gso);
+	print_schedule();
+	printf("}\n");
 	fflush(stdout);
 
 	while (!ld_stop_flag) {
@@ -281,8 +368,10 @@ int main(int argc, char **argv)
 			ld_stats_flag = 0;
 			print_stats("stats");
 		}
-		wait = heap.len ? heap.v[0].deadline_ns - now : 0;
+		wait = heap.len ? ld_spin_timeout(&spin, now, heap.v[0].deadline_ns - now) : 0;
 		rv = ld_wait(pfd, control_stdin ? 2 : 1, heap.len ? &wait : NULL, &wait_mask);
+		if (heap.len && wait == 0)
+			ld_spin_charge(&spin, now, now_ns());   /* this pass polled, it did not sleep */
 		if (rv < 0 && errno != EINTR) {
 			perror("linkdelay: ppoll");
 			break;
@@ -313,5 +402,7 @@ int main(int argc, char **argv)
 	print_stats("stats");
 	nfq_destroy_queue(qh);
 	nfq_close(h);
+	if (stamp_fd >= 0)
+		close(stamp_fd);
 	return 0;
 }

@@ -1,0 +1,297 @@
+"""Request-response latency over LAN-scale link delays, idle and with the CPU saturated (issue 15).
+
+Every seed experiment is a LAN: the holds that matter are tens of microseconds, where a delay
+daemon that wakes late or waits for a CPU behind busy node processes adds a large share of
+the configured delay. This benchmark measures that share.
+
+Topology h1 - s1 - h2 (Linux bridge), both links with the same delay ``d`` ms in each
+direction, so the configured round trip is ``4 d``. For each ``d`` in ``--delays`` and each
+load in ``--loads`` it builds the network with ``repronet.emu.network.Network``, starts the
+load, runs the UDP probe (``workloads.probe``: one request, its echo timed with the
+application clock, ``--count`` of them ``--interval`` s apart) and reads the delay daemons'
+counters (``late_us_mean``/``late_us_max``: how long after its deadline a held packet was
+released, and their CPU seconds). Load ``idle`` adds nothing; ``hogs`` starts ``--hogs``
+busy-looping processes split over h1 and h2 (more runnable work than the machine has
+cores, like the dht8 seed scale's clients and servers). ``d = 0`` runs no daemon at all and
+is the floor: the request-response time of the probe, the kernel and the bridge alone.
+
+Printed (never asserted; the machine is shared): per (load, d) the median and mean RTT, the
+floor + configured RTT it should be, the excess in percent, the daemons' mean and worst
+lateness, how long packets waited to be read (``queued``), the share of packets that carried
+the kernel's arrival stamp, and the daemons' CPU seconds; then issue 15's targets with the measured values. ``uptime`` is printed
+before and after, since other work on the machine moves every figure.
+
+    sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5]
+        [--loads idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from repronet.run import leftovers, provenance  # noqa: E402
+from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOADS = ('idle', 'hogs')
+PORT = 9000
+IDLE_LATE_US = 5.0          # issue 15: idle mean lateness at most 5 us
+SATURATED_LATE_US = 15.0    # issue 15: saturated mean lateness at most 15 us
+RTT_SHARE = 0.05            # issue 15: within 5 % of floor + configured RTT at 0.05 ms/link
+HOG = 'while True: pass'
+
+
+def pair(delay_ms):
+    """h1 - s1 - h2 with delay_ms on both links (no delay keyword at 0: no daemon)."""
+    from mininet.topo import Topo
+    link = {'delay': '%gms' % delay_ms} if delay_ms > 0 else {}
+
+    class Pair(Topo):
+        def build(self):
+            s1 = self.addSwitch('s1')
+            self.addLink(self.addHost('h1'), s1, **link)
+            self.addLink(self.addHost('h2'), s1, **link)
+    return Pair()
+
+
+def start_hogs(net, count):
+    """count busy-looping processes alternately on h1 and h2; the caller stops them."""
+    hosts = [net.get('h1'), net.get('h2')]
+    return [hosts[i % 2].popen([sys.executable, '-c', HOG], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) for i in range(count)]
+
+
+def stop_hogs(procs):
+    """Stop our own hog PIDs."""
+    from repronet.emu.process import stop_popen
+    for proc in procs:
+        stop_popen(proc, grace=2)
+
+
+def request_response(net, log_dir, count, interval):
+    """Run the probe h1 -> h2 (reflector on h2); return the echo RTTs in microseconds."""
+    from repronet.emu.process import LogReady, NodeProcess
+    probe = [sys.executable, '-m', 'workloads.probe']
+    env = dict(os.environ, PYTHONPATH=REPO)
+    h1, h2 = net.get('h1'), net.get('h2')
+    reflector = NodeProcess(h2, 'reflect', probe + ['reflect', '--port', PORT], log_dir,
+                            ready=LogReady(), env=env).start()
+    try:
+        reflector.wait_ready(20)
+        sender = NodeProcess(h1, 'send', probe + [
+            'send', '--dst', h2.IP(), '--port', PORT, '--count', count, '--interval',
+            interval, '--drain', 0.5], log_dir, env=env).start()
+        if sender.wait(timeout=60 + 4 * count * interval) != 0:
+            raise RuntimeError('the probe sender failed: see %s' % sender.err_path)
+    finally:
+        reflector.stop()
+    with open(sender.log_path) as f:
+        return [json.loads(line)['rtt_us'] for line in f if '"echo"' in line]
+
+
+def lateness(stats):
+    """Over the daemons' counters: mean lateness weighted by released packets, the worst, the
+    mean time packets waited to be read, the share of packets with a kernel stamp, CPU s."""
+    total = weighted = worst = queued = stamped = unstamped = cpu = 0.0
+    for record in stats.values():
+        counters = record.get('counters') or {}
+        held = counters.get('accepted', 0) - counters.get('unknown', 0)
+        total += held
+        weighted += counters.get('late_us_mean', 0.0) * held
+        worst = max(worst, counters.get('late_us_max', 0.0))
+        queued += counters.get('queued_us_mean', 0.0) * counters.get('stamped', 0)
+        stamped += counters.get('stamped', 0)
+        unstamped += counters.get('unstamped', 0)
+        cpu += record.get('cpu_s', 0.0)
+    return {'late_us_mean': weighted / total if total else None,
+            'late_us_max': worst if stats else None,
+            'queued_us_mean': queued / stamped if stamped else None,
+            'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
+            'daemon_cpu_s': cpu}
+
+
+def measure(delay_ms, load, args, caps, state, guard):
+    """One network, one load, one probe run: a dict of the figures."""
+    from repronet.emu import network
+    with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
+        net = network.Network(pair(delay_ms), 'lxbr', 'auto', caps, on_built=state.record,
+                              seed=1, log_dir=logs)
+        hogs = []
+        try:
+            net.start()
+            if load == 'hogs':
+                hogs = start_hogs(net.net, args.hogs)
+                for proc in hogs:
+                    state.add_pid(proc.pid)
+            rtts = request_response(net.net, logs, args.count, args.interval)
+            stats = net.links.daemon_stats()
+            schedule = net.links.daemon_schedule()
+        finally:
+            with guard.held():
+                stop_hogs(hogs)
+                net.stop()
+                state.clear()
+    return {'delay_ms': delay_ms, 'load': load, 'probes': len(rtts),
+            'median_us': statistics.median(rtts) if rtts else None,
+            'mean_us': statistics.fmean(rtts) if rtts else None,
+            'schedule': schedule, **lateness(stats)}
+
+
+def _fmt(value, spec='%.1f'):
+    """A number or '-'."""
+    return '-' if value is None else spec % value
+
+
+def print_rows(rows):
+    """One line per (load, delay): measured against floor + configured RTT."""
+    floors = {r['load']: r['median_us'] for r in rows if r['delay_ms'] == 0}
+    print('%-5s %8s %9s %9s %9s %11s %7s %9s %9s %9s %7s %7s' % (
+        'load', 'ms/link', 'cfg_rtt', 'median', 'mean', 'floor+cfg', 'excess',
+        'late_mean', 'late_max', 'queued', 'stamped', 'cpu_s'))
+    for r in rows:
+        configured = 4000.0 * r['delay_ms']
+        floor = floors.get(r['load'])
+        expected = floor + configured if floor is not None else None
+        r['expected_us'] = expected
+        r['excess'] = (r['median_us'] / expected - 1) if expected and r['median_us'] else None
+        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %9s %9s %7s %7.2f' % (
+            r['load'], r['delay_ms'], configured, _fmt(r['median_us']), _fmt(r['mean_us']),
+            _fmt(expected), _fmt(r['excess'] and 100 * r['excess'], '%+.1f%%'),
+            _fmt(r['late_us_mean'], '%.2f'), _fmt(r['late_us_max']),
+            _fmt(r['queued_us_mean'], '%.2f'), _fmt(r['stamped_share'], '%.2f'),
+            r['daemon_cpu_s']))
+
+
+def print_targets(rows):
+    """Issue 15's targets that this run measured, each with its verdict."""
+    def row(load, delay):
+        return next((r for r in rows if r['load'] == load and r['delay_ms'] == delay), None)
+
+    def worst_mean(load):
+        means = [r['late_us_mean'] for r in rows if r['load'] == load and r['late_us_mean']
+                 is not None]
+        return max(means) if means else None
+    print('targets (issue 15):')
+    idle = worst_mean('idle')
+    if idle is not None:
+        print('  idle mean lateness <= %g us: worst over the delays %.2f us: %s' % (
+            IDLE_LATE_US, idle, 'met' if idle <= IDLE_LATE_US else 'NOT met'))
+    r = row('idle', 0.05)
+    if r and r.get('excess') is not None:
+        print('  idle request-response at 0.05 ms/link within %g %% of floor + configured: '
+              '%.1f us against %.1f us (%+.1f %%): %s' % (
+                  100 * RTT_SHARE, r['median_us'], r['expected_us'], 100 * r['excess'],
+                  'met' if abs(r['excess']) <= RTT_SHARE else 'NOT met'))
+    busy = worst_mean('hogs')
+    if busy is not None:
+        print('  saturated (CPU hogs) mean lateness <= %g us: worst over the delays %.2f us: '
+              '%s' % (SATURATED_LATE_US, busy, 'met' if busy <= SATURATED_LATE_US else
+                      'NOT met'))
+
+
+def _uptime():
+    """The machine's load, from /proc/loadavg."""
+    with open('/proc/loadavg') as f:
+        return 'load average %s' % ' '.join(f.read().split()[:3])
+
+
+def _floats(text):
+    """'0,0.05' -> [0.0, 0.05] (argparse type)."""
+    try:
+        out = [float(v) for v in text.split(',') if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError('--delays takes numbers like 0,0.05,0.5 (ms per link)')
+    if not out or any(not 0 <= v <= 100 for v in out):
+        raise argparse.ArgumentTypeError('every delay must be 0..100 ms per link')
+    return out
+
+
+def _loads(text):
+    """'idle,hogs' -> ['idle', 'hogs'] (argparse type)."""
+    out = [v.strip() for v in text.split(',') if v.strip()]
+    if not out or any(v not in LOADS for v in out):
+        raise argparse.ArgumentTypeError('--loads takes a list of %s' % ', '.join(LOADS))
+    return out
+
+
+def parse(argv):
+    """The checked arguments (argparse exits 2 with one sentence on a bad one)."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--delays', type=_floats, default=[0, 0.01, 0.05, 0.1, 0.5],
+                        help='ms per link, comma-separated; 0 is the floor (default '
+                        '0,0.01,0.05,0.1,0.5)')
+    parser.add_argument('--loads', type=_loads, default=list(LOADS),
+                        help='idle, hogs or both (default idle,hogs)')
+    parser.add_argument('--hogs', type=int, choices=range(1, 33), default=4, metavar='1..32',
+                        help='busy-looping processes for load hogs (default 4)')
+    parser.add_argument('--count', type=int, choices=range(10, 100001), default=2000,
+                        metavar='10..100000', help='requests per point (default 2000)')
+    parser.add_argument('--interval', type=float, default=0.0005,
+                        help='seconds between requests, 0.0001..1 (default 0.0005)')
+    parser.add_argument('--rt-priority', type=int, choices=range(0, 99), default=None,
+                        metavar='0..98', help='the daemons\' SCHED_FIFO priority, 0: '
+                        'SCHED_OTHER (default: repronet\'s, linkemu_daemon.RT_PRIORITY)')
+    parser.add_argument('--spin-us', type=int, choices=range(0, 1001), default=None,
+                        metavar='0..1000', help='busy-poll threshold, 0: off (default: '
+                        'repronet\'s, linkemu_daemon.SPIN_US)')
+    args = parser.parse_args(argv)
+    if not 0.0001 <= args.interval <= 1:
+        parser.error('--interval must be 0.0001..1 seconds')
+    if 0 not in args.delays:
+        args.delays.insert(0, 0.0)   # the floor every row is compared with
+    return args
+
+
+def _override_schedule(args):
+    """Run the daemons with the asked scheduling instead of repronet's (to measure each step)."""
+    from repronet.emu import linkemu_daemon
+    if args.rt_priority is not None:
+        linkemu_daemon.RT_PRIORITY = args.rt_priority
+    if args.spin_us is not None:
+        linkemu_daemon.SPIN_US = args.spin_us
+
+
+def main(argv=None):
+    """Measure every (load, delay); print the table and the targets; return the status."""
+    args = parse(argv)
+    if os.geteuid() != 0:
+        print('lan_latency: Mininet needs root; run with sudo /usr/bin/python3', file=sys.stderr)
+        return 1
+    from mininet.log import setLogLevel
+    from repronet.emu import capabilities
+    setLogLevel('critical')
+    _override_schedule(args)
+    git = provenance.git_state(REPO)
+    print('commit %s%s, %d cores, kernel %s; %s' % (
+        (git['revision'] or '?')[:12], ' (dirty)' if git['dirty'] else '', os.cpu_count(),
+        os.uname().release, _uptime()), flush=True)
+    rows = []
+    with SignalGuard() as guard:
+        try:
+            with leftovers.machine_lock():
+                leftovers.clean()
+                caps = capabilities.probe()
+                state = leftovers.State()
+                for load in args.loads:
+                    for delay in args.delays:
+                        rows.append(measure(delay, load, args, caps, state, guard))
+        except Interrupted as e:
+            print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)
+            return 128 + e.signum
+    schedule = next((r['schedule'] for r in rows if r['schedule']), None)
+    print('daemons scheduled: %s' % (json.dumps(schedule) if schedule else 'not recorded'))
+    print_rows(rows)
+    print_targets(rows)
+    print('after: %s' % _uptime())
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
