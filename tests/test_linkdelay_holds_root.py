@@ -1,0 +1,52 @@
+"""Root test of issue 15: the delay daemons release LAN-scale holds on time beside a CPU hog.
+
+h1 - s1 - h2, 0.05 ms on both links (each packet's configured hold: 100 us), two busy-looping
+processes in the hosts (with the probe and the daemons, more runnable work than the 2 cores
+of the development machine), 1,000 request-response exchanges (``benchmarks/lan_latency.py``
+builds it all; this test only asserts).
+
+Asserted: the daemons' logged mean lateness (from each packet's kernel arrival stamp to its
+release) stays under issue 15's idle bound, 5 us, times MARGIN = 10, i.e. 50 us. Why 10: the
+machine is shared (other runs and builds share its 2 cores), and the figure must stay far from
+what an unfixed daemon does. Measured at commit 820fc22 with a hog and other work on the
+machine (load average 5-6): 6 to 32 us with the fix; the daemon of commit 48e91bb (SCHED_OTHER,
+no busy-poll, hold counted from when it read the packet) logged 260 to 1,440 us beside the same
+hog, 5 to 29 times the bound asserted here, and fails this test (checked by building it in
+place: see the README's "LAN-scale holds" section).
+"""
+
+import pytest
+
+pytestmark = pytest.mark.root
+
+IDLE_BOUND_US = 5.0     # issue 15: idle mean lateness at most 5 us
+MARGIN = 10             # see the module docstring
+DELAY_MS = 0.05
+HOGS = 2
+COUNT = 1000
+
+
+def test_mean_lateness_beside_a_cpu_hog(tmp_path):
+    """Mean lateness <= 5 us x 10 with hogs; the daemons ran SCHED_FIFO on kernel stamps."""
+    from benchmarks.lan_latency import lateness, pair, request_response, start_hogs, stop_hogs
+    from repronet.emu import capabilities, network
+    net = network.Network(pair(DELAY_MS), 'lxbr', 'auto', capabilities.probe(), seed=1,
+                          log_dir=tmp_path).start()
+    hogs = []
+    try:
+        hogs = start_hogs(net.net, HOGS)
+        rtts = request_response(net.net, tmp_path, COUNT, 0.0005)
+        stats = net.links.daemon_stats()
+        schedule = net.mechanisms().get('link_daemons')
+    finally:
+        stop_hogs(hogs)
+        net.stop()
+    figures = lateness(stats)
+    print('mean lateness %.2f us, worst %.1f us, queued %.2f us, %d echoes; %s' % (
+        figures['late_us_mean'], figures['late_us_max'], figures['queued_us_mean'] or 0,
+        len(rtts), schedule))
+    assert len(rtts) >= 0.99 * COUNT
+    assert set(stats) == {'h1', 'h2'}
+    assert figures['late_us_mean'] <= IDLE_BOUND_US * MARGIN
+    assert figures['stamped_share'] == 1.0
+    assert set(schedule['policy_got'].values()) == {'fifo'}
