@@ -3,7 +3,15 @@
 Reports describe the machine from ``manifest['provenance']['host']`` (recorded by
 ``repronet.run.provenance.host`` when the run started), never from what the machine of the
 person who wrote the analysis happened to be: the same analysis reads runs from many machines.
+
+Every report's machine line also says whether the machine kept the emulated delays (issue 15):
+the linkdelay daemons' mean and worst lateness next to the configured holds, from the
+manifest's ``link_holds`` (``repronet.emu.linkemu_daemon.DaemonSet.holds``), and a MARKED when
+the mean exceeds the stated share of the smallest hold. One place, so every experiment's
+report says it.
 """
+
+from analysis.inputs import is_number
 
 
 def host(manifest):
@@ -15,8 +23,9 @@ def host(manifest):
 def describe(manifest):
     """'4 CPUs (2 usable by the run), 7.8 GiB memory, <model>' from the manifest."""
     info = host(manifest)
+    late = holds(manifest)
     if not info:
-        return 'machine not recorded in the manifest'
+        return 'machine not recorded in the manifest' + ('; ' + late if late else '')
     cpus, usable = info.get('cpus'), info.get('cpus_usable')
     parts = ['%s CPUs' % (cpus if cpus is not None else 'unknown number of')]
     if usable is not None and usable != cpus:
@@ -25,4 +34,23 @@ def describe(manifest):
     parts.append('%.1f GiB memory' % (memory / 2 ** 30) if memory else 'memory unknown')
     if info.get('cpu_model'):
         parts.append(str(info['cpu_model']))
-    return ', '.join(parts)
+    return ', '.join(parts) + ('; ' + late if late else '')
+
+
+def holds(manifest):
+    """The delay daemons' lateness against the configured holds, one clause ('' if none)."""
+    record = manifest.get('link_holds')
+    if not isinstance(record, dict) or not is_number(record.get('hold_us_min')):
+        return ''
+    mean, worst = record.get('late_us_mean'), record.get('late_us_max')
+    if not is_number(mean):
+        return 'link delay daemons: lateness not recorded'
+    share, hold = record.get('late_share'), record['hold_us_min']
+    text = ('link delay daemons released packets %.1f us late on average, %s us at most, '
+            'against configured holds of %g to %g us' % (
+                mean, '%.0f' % worst if is_number(worst) else '?', hold,
+                record.get('hold_us_max') or hold))
+    if is_number(share) and mean > share * hold:
+        text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
+                 'delays were longer than configured)' % (100 * share))
+    return text

@@ -41,6 +41,7 @@ def test_mean_lateness_beside_a_cpu_hog(tmp_path):
     finally:
         stop_hogs(hogs)
         net.stop()
+    holds = net.links.daemon_holds()
     figures = lateness(stats)
     print('mean lateness %.2f us, worst %.1f us, queued %.2f us, %d echoes; %s' % (
         figures['late_us_mean'], figures['late_us_max'], figures['queued_us_mean'] or 0,
@@ -50,3 +51,8 @@ def test_mean_lateness_beside_a_cpu_hog(tmp_path):
     assert figures['late_us_mean'] <= IDLE_BOUND_US * MARGIN
     assert figures['stamped_share'] == 1.0
     assert set(schedule['policy_got'].values()) == {'fifo'}
+    # What the runner records for every report (analysis.machine.holds): the 100 us holds.
+    assert holds['hold_us_min'] == holds['hold_us_max'] == 100
+    assert holds['released'] >= 2 * len(rtts)
+    assert holds['marked'] == (holds['late_us_mean'] > 0.1 * 100)
+    assert abs(holds['late_us_mean'] - figures['late_us_mean']) < 5.0

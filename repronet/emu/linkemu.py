@@ -200,6 +200,10 @@ class LinkEmulation:
         """How the linkdelay daemons are scheduled (None without daemons), for the manifest."""
         return self._daemons.schedule() if self._daemons else None
 
+    def daemon_holds(self):
+        """After stop: the daemons' lateness next to their holds (None without daemons)."""
+        return self._daemons.holds() if self._daemons else None
+
     def daemon_pids(self):
         """PIDs of the linkdelay daemons started so far (for leftover records)."""
         return self._daemons.pids() if self._daemons else []

@@ -57,6 +57,8 @@ SPIN_US = 100               # busy-poll once the next deadline is this close
 SPIN_CPUS = 0.5             # busy-polling of all daemons together, in CPUs
 SPIN_PERMILLE_MAX = 250     # and of one daemon, per mille of a CPU
 RT_THROTTLE = '/proc/sys/kernel/sched_rt_runtime_us'
+LATE_SHARE = 0.1            # a run whose mean lateness exceeds this share of its smallest
+                            # configured hold is marked (manifest link_holds.marked, reports)
 
 
 def ensure_binary():
@@ -88,6 +90,7 @@ class _Daemon:
         self.host, self.proc, self.log_path, self.err_path = host, proc, log_path, err_path
         self.intfs = intfs
         self.sources = 0
+        self.hold_us_min = None     # the smallest non-zero hold its config asks for
         self.cpu_s = 0.0
         self.final = None
         self.rules = False
@@ -162,9 +165,10 @@ class DaemonSet:
 
     def _start_one(self, net, binary, folder, dst):
         """Write the config of dst and start its daemon (not waiting for it)."""
-        lines, simple = [], True
+        lines, simple, holds = [], True, []
         for spec in self.paths.to(dst):
             hops = ' '.join(f'{d} {j}' for d, j in spec.hops)
+            holds.append(sum(d for d, _ in spec.hops))
             simple = simple and spec.loss == 0 and all(j == 0 for _, j in spec.hops)
             for intf in net[spec.src].intfList():
                 if intf.IP():
@@ -189,6 +193,7 @@ class DaemonSet:
                               mncmd=['mnexec', '-da', str(host.pid)])
         self.daemons[dst] = _Daemon(host, proc, log_path, err_path, intfs)
         self.daemons[dst].sources = len(lines)
+        self.daemons[dst].hold_us_min = min((h for h in holds if h > 0), default=None)
 
     def _wait_ready(self):
         """Return once every daemon printed ready; raise with its stderr if one exits or stalls."""
@@ -231,6 +236,31 @@ class DaemonSet:
                 'rt_budget_ms': RT_BUDGET_MS, 'rt_runtime_us': throttle,
                 'spin_us': SPIN_US, 'spin_permille': self._spin_permille(),
                 'spin_cpus': SPIN_CPUS, 'policy_got': got}
+
+    def holds(self):
+        """After stop: the daemons' lateness next to their configured holds, for the manifest.
+
+        ``late_us_mean`` is weighted by the packets each daemon held; ``marked`` is True when
+        it exceeds LATE_SHARE of the smallest configured hold (jitter aside) of any daemon."""
+        rows, held, late_sum = [], 0, 0.0
+        for name, d in sorted(self.daemons.items()):
+            final = d.final or {}
+            released = final.get('released')
+            rows.append({'host': name, 'hold_us_min': d.hold_us_min, 'released': released,
+                         **{k: final.get(k) for k in (
+                             'late_us_mean', 'late_us_max', 'queued_us_mean', 'policy',
+                             'rt_demoted', 'spin_ms')}})
+            if released and final.get('late_us_mean') is not None:
+                held += released
+                late_sum += released * final['late_us_mean']
+        mins = [r['hold_us_min'] for r in rows if r['hold_us_min']]
+        worst = [r['late_us_max'] for r in rows if r['late_us_max'] is not None]
+        mean = late_sum / held if held else None
+        return {'late_share': LATE_SHARE, 'hold_us_min': min(mins) if mins else None,
+                'hold_us_max': max(mins) if mins else None, 'released': held,
+                'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,
+                'marked': bool(mins and mean is not None and mean > LATE_SHARE * min(mins)),
+                'daemons': rows}
 
     @staticmethod
     def _rules(daemon):

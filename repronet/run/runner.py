@@ -282,6 +282,7 @@ class Experiment:
             error = backends.teardown(ctx, net, state, error)
             if ctx is not None:
                 fields['nodes'] = [backends.node_record(n) for n in ctx.nodes]
+            fields['link_holds'] = backends.link_holds(net, self.name)
             if guard.pending is not None and status != 'interrupted':
                 status, fields['signal'] = 'interrupted', guard.pending
                 error = '; '.join(filter(None, [error, '%s during teardown' % (

@@ -170,13 +170,14 @@ static void print_stats(const char *event)
 {
 	int first = 1;
 	printf("{\"event\": \"%s\", \"arrivals\": %llu, \"accepted\": %llu, \"dropped\": %llu, "
-	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"late_us_mean\": %.3f, "
+	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"released\": %llu, "
+	       "\"late_us_mean\": %.3f, "
 	       "\"late_us_max\": %.3f, \"queued_us_mean\": %.3f, \"queued_us_max\": %.3f, "
 	       "\"stamped\": %llu, \"unstamped\": %llu, \"enobufs\": %llu, "
 	       "\"verdict_errors\": %llu, \"seed\": %llu, ",
 	       event, (unsigned long long)arrivals, (unsigned long long)accepted,
 	       (unsigned long long)dropped, (unsigned long long)unknown, heap.len, heap.max,
-	       released ? late_ns_sum / 1000.0 / released : 0.0, late_ns_max / 1000.0,
+	       (unsigned long long)released, released ? late_ns_sum / 1000.0 / released : 0.0, late_ns_max / 1000.0,
 	       stamped ? queued_ns_sum / 1000.0 / stamped : 0.0, queued_ns_max / 1000.0,
 	       (unsigned long long)stamped, (unsigned long long)unstamped,
 	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,

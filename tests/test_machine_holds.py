@@ -1,0 +1,44 @@
+"""The machine line of every report says how late the delay daemons were (issue 15).
+
+``analysis.machine.describe`` is what every experiment's report prints for the machine; it
+appends the manifest's ``link_holds`` record (written by the runner after the daemons stopped)
+and marks a run whose mean lateness exceeds the recorded share of the smallest hold.
+"""
+
+from analysis import machine
+
+HOST = {'provenance': {'host': {'cpus': 2, 'memory_bytes': 2 ** 34}}}
+
+
+def _manifest(**holds):
+    """A manifest with a host and a link_holds record (100 to 400 us holds, 10 % share)."""
+    record = {'late_share': 0.1, 'hold_us_min': 100, 'hold_us_max': 400,
+              'late_us_mean': 3.0, 'late_us_max': 250.0, **holds}
+    return dict(HOST, link_holds=record)
+
+
+def test_lateness_stands_next_to_the_configured_holds():
+    """Mean, worst and the holds' range are in the machine line, not marked under 10 %."""
+    text = machine.describe(_manifest())
+    assert text.startswith('2 CPUs, 16.0 GiB memory; ')
+    assert '3.0 us late on average, 250 us at most, against configured holds of 100 to 400 us' \
+        in text
+    assert 'MARKED' not in text
+
+
+def test_mean_above_the_share_of_the_smallest_hold_marks_the_run():
+    """10.5 us against a 100 us hold and a 10 % share: marked; exactly 10 us: not."""
+    assert 'MARKED: the mean exceeds 10 % of the smallest hold' in machine.describe(
+        _manifest(late_us_mean=10.5))
+    assert 'MARKED' not in machine.describe(_manifest(late_us_mean=10.0))
+
+
+def test_runs_without_daemons_or_counters_say_so_or_nothing():
+    """No record (netem, no delay, older runs): the line is the machine alone; a record whose
+    daemons printed no counters says the lateness was not recorded."""
+    assert machine.describe(HOST) == '2 CPUs, 16.0 GiB memory'
+    assert machine.describe(dict(HOST, link_holds=None)) == '2 CPUs, 16.0 GiB memory'
+    assert machine.holds(_manifest(late_us_mean=None)) == \
+        'link delay daemons: lateness not recorded'
+    assert machine.describe({'link_holds': _manifest()['link_holds']}).startswith(
+        'machine not recorded in the manifest; link delay daemons released')
