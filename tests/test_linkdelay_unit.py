@@ -40,7 +40,7 @@ def _compile(out, sources, libs=()):
 def check(tmp_path_factory):
     """Path of the compiled driver."""
     out = tmp_path_factory.mktemp('linkdelay') / 'linkdelay_check'
-    return _compile(out, ['linkdelay_check.c', 'linkdelay_core.c'], ['-lm'])
+    return _compile(out, ['linkdelay_check.c', 'linkdelay_core.c', 'linkdelay_sched.c'], ['-lm'])
 
 
 @pytest.fixture(scope='module')
@@ -133,6 +133,11 @@ def test_daemon_refuses_bad_config_before_touching_a_queue(daemon, tmp_path, lin
     (['--host-id', '7x'], "--host-id '7x'"),
     (['--bogus'], 'unknown argument'),
     (['--seed'], 'lacks its value'),
+    (['--rt-priority', '99'], "--rt-priority '99' is not a whole number in 0..98"),
+    (['--spin-us', '1001'], "--spin-us '1001' is not a whole number in 0..1000"),
+    (['--spin-permille', '1001'], "--spin-permille '1001'"),
+    (['--rt-budget-ms', '0'], '--rt-budget-ms must be at least 1'),
+    (['--spin-us'], 'lacks its value'),
 ])
 def test_daemon_refuses_bad_flags(daemon, tmp_path, flags, message):
     """A flag value that does not fit is one line and exit 2, not a silently wrapped number."""
@@ -237,3 +242,24 @@ def test_signal_between_flag_check_and_wait_ends_the_wait(check):
     ppoll slept through (the driver then waits 10 s and reports a timeout).
     """
     assert run(check, 'wait-signal') == {'woke': 'signal'}
+
+
+def test_busy_poll_wakes_early_and_polls_only_close_to_a_deadline(check):
+    """100 us threshold: a deadline 500 us away sleeps 400 us, one 100 us or closer polls."""
+    out = run(check, 'spin', 100, 250, '0:500000', '1000:100000', '2000:30000')
+    assert out['sleep_ns'] == [400000, 0, 0]
+
+
+def test_busy_poll_stops_when_its_share_of_the_window_is_spent(check):
+    """250 per mille of a 100 ms window is 25 ms: after 26 ms of polling the loop sleeps to
+    the deadline until the next window starts, then polls again."""
+    out = run(check, 'spin', 100, 250, '0:50000:20000000', '20000000:50000:6000000',
+              '26000000:50000', '99999999:50000', '100000000:50000')
+    assert out['sleep_ns'] == [0, 0, 50000, 50000, 0]
+    assert out['spun_ns'] == 26000000 and out['exhausted'] == 1
+
+
+def test_busy_poll_off_sleeps_the_whole_wait(check):
+    """Threshold 0 or a zero share: never poll."""
+    assert run(check, 'spin', 0, 250, '0:50000')['sleep_ns'] == [50000]
+    assert run(check, 'spin', 100, 0, '0:50000')['sleep_ns'] == [50000]

@@ -15,9 +15,14 @@
  *   wait-signal                        {"woke": "signal" | "timeout"}
  *       sets the daemon's signals up, raises SIGUSR1 after the flags were checked (the race
  *       the signal mask closes) and waits up to 10 s the way the daemon's loop does.
+ *   spin SPIN_US PERMILLE NOW_NS:WAIT_NS[:SPENT_NS]...
+ *       the busy-poll budget (linkdelay_sched.c): for each pass at NOW_NS with the next
+ *       deadline WAIT_NS away, the time the loop would sleep; a pass that would not sleep is
+ *       charged SPENT_NS (default 0). {"sleep_ns": [...], "spun_ns": N, "exhausted": N}
  */
 #define _GNU_SOURCE
 #include "linkdelay_core.h"
+#include "linkdelay_sched.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -187,6 +192,32 @@ static int cmd_wait_signal(void)
 	return 0;
 }
 
+static int cmd_spin(int argc, char **argv)
+{
+	struct ld_spin s;
+	ld_spin_init(&s, number(argv[0]), (unsigned)number(argv[1]));
+	printf("{\"sleep_ns\": [");
+	for (int i = 2; i < argc; i++) {
+		char *wait = strchr(argv[i], ':'), *spent;
+		uint64_t now, sleep;
+		if (!wait) {
+			fprintf(stderr, "linkdelay_check: '%s' is not NOW_NS:WAIT_NS\n", argv[i]);
+			exit(2);
+		}
+		*wait++ = '\0';
+		if ((spent = strchr(wait, ':')))
+			*spent++ = '\0';
+		now = number(argv[i]);
+		sleep = ld_spin_timeout(&s, now, number(wait));
+		if (sleep == 0)
+			ld_spin_charge(&s, now, now + (spent ? number(spent) : 0));
+		printf("%s%llu", i > 2 ? ", " : "", (unsigned long long)sleep);
+	}
+	printf("], \"spun_ns\": %llu, \"exhausted\": %llu}\n", (unsigned long long)s.total_ns,
+	       (unsigned long long)s.windows_exhausted);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -203,7 +234,9 @@ int main(int argc, char **argv)
 		return cmd_simulate(argc - 2, argv + 2);
 	if (!strcmp(cmd, "wait-signal") && argc == 2)
 		return cmd_wait_signal();
+	if (!strcmp(cmd, "spin") && argc >= 4)
+		return cmd_spin(argc - 2, argv + 2);
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
-		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal\n");
+		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | spin SPIN_US PERMILLE NOW:WAIT[:SPENT]...\n");
 	return 2;
 }
