@@ -46,10 +46,11 @@ def holds(manifest):
     if not is_number(mean):
         return 'link delay daemons: lateness not recorded'
     share, hold = record.get('late_share'), record['hold_us_min']
+    longest = record.get('hold_us_max') or hold
     text = ('link delay daemons released packets %.1f us late on average, %s us at most, '
-            'against configured holds of %g to %g us' % (
-                mean, '%.0f' % worst if is_number(worst) else '?', hold,
-                record.get('hold_us_max') or hold))
+            'against configured holds of %s us' % (
+                mean, '%.0f' % worst if is_number(worst) else '?',
+                '%g' % hold if longest == hold else '%g to %g' % (hold, longest)))
     if is_number(share) and mean > share * hold:
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))

@@ -24,6 +24,7 @@ def test_lateness_stands_next_to_the_configured_holds():
     assert '3.0 us late on average, 250 us at most, against configured holds of 100 to 400 us' \
         in text
     assert 'MARKED' not in text
+    assert 'against configured holds of 100 us' in machine.describe(_manifest(hold_us_max=100))
 
 
 def test_mean_above_the_share_of_the_smallest_hold_marks_the_run():

@@ -90,7 +90,8 @@ class _Daemon:
         self.host, self.proc, self.log_path, self.err_path = host, proc, log_path, err_path
         self.intfs = intfs
         self.sources = 0
-        self.hold_us_min = None     # the smallest non-zero hold its config asks for
+        self.hold_us_min = None     # the smallest and largest non-zero hold its config asks
+        self.hold_us_max = None     # for (jitter aside)
         self.cpu_s = 0.0
         self.final = None
         self.rules = False
@@ -194,6 +195,7 @@ class DaemonSet:
         self.daemons[dst] = _Daemon(host, proc, log_path, err_path, intfs)
         self.daemons[dst].sources = len(lines)
         self.daemons[dst].hold_us_min = min((h for h in holds if h > 0), default=None)
+        self.daemons[dst].hold_us_max = max(holds, default=None) or None
 
     def _wait_ready(self):
         """Return once every daemon printed ready; raise with its stderr if one exits or stalls."""
@@ -246,7 +248,8 @@ class DaemonSet:
         for name, d in sorted(self.daemons.items()):
             final = d.final or {}
             released = final.get('released')
-            rows.append({'host': name, 'hold_us_min': d.hold_us_min, 'released': released,
+            rows.append({'host': name, 'hold_us_min': d.hold_us_min,
+                         'hold_us_max': d.hold_us_max, 'released': released,
                          **{k: final.get(k) for k in (
                              'late_us_mean', 'late_us_max', 'queued_us_mean', 'policy',
                              'rt_demoted', 'spin_ms')}})
@@ -254,10 +257,11 @@ class DaemonSet:
                 held += released
                 late_sum += released * final['late_us_mean']
         mins = [r['hold_us_min'] for r in rows if r['hold_us_min']]
+        maxes = [r['hold_us_max'] for r in rows if r['hold_us_max']]
         worst = [r['late_us_max'] for r in rows if r['late_us_max'] is not None]
         mean = late_sum / held if held else None
         return {'late_share': LATE_SHARE, 'hold_us_min': min(mins) if mins else None,
-                'hold_us_max': max(mins) if mins else None, 'released': held,
+                'hold_us_max': max(maxes) if maxes else None, 'released': held,
                 'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,
                 'marked': bool(mins and mean is not None and mean > LATE_SHARE * min(mins)),
                 'daemons': rows}
