@@ -18,11 +18,18 @@ is the floor: the request-response time of the probe, the kernel and the bridge 
 Printed (never asserted; the machine is shared): per (load, d) the median and mean RTT, the
 floor + configured RTT it should be, the excess in percent, the daemons' mean and worst
 lateness, how long packets waited to be read (``queued``), the share of packets that carried
-the kernel's arrival stamp, and the daemons' CPU seconds; then issue 15's targets with the measured values. ``uptime`` is printed
-before and after, since other work on the machine moves every figure.
+the kernel's arrival stamp, and the daemons' CPU seconds; then issue 15's targets with the
+measured values. ``uptime`` is printed before and after, since other work on the machine moves
+every figure.
+
+Then, unless ``--tcp 0``, iperf3 TCP at 500 Mbit/s (``bw`` on both links) with 0 and 1 ms one
+way (0.5 ms per link), ``--tcp`` seconds each: the received rate against issue 15's 0.95 and
+the daemons' share of a core over the transfer. ``--rt-priority`` and ``--spin-us`` run the
+daemons with another schedule than repronet's, to measure each step.
 
     sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5]
-        [--loads idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005]
+        [--loads idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005] [--tcp 5]
+        [--rt-priority 0..98] [--spin-us 0..1000]
 """
 
 import argparse
@@ -46,12 +53,16 @@ IDLE_LATE_US = 5.0          # issue 15: idle mean lateness at most 5 us
 SATURATED_LATE_US = 15.0    # issue 15: saturated mean lateness at most 15 us
 RTT_SHARE = 0.05            # issue 15: within 5 % of floor + configured RTT at 0.05 ms/link
 HOG = 'while True: pass'
+TCP_MBIT = 500              # issue 15: TCP at 500 Mbit/s with 1 ms still at 0.95 of the rate
+TCP_SHARE = 0.95
 
 
-def pair(delay_ms):
+def pair(delay_ms, bw=None):
     """h1 - s1 - h2 with delay_ms on both links (no delay keyword at 0: no daemon)."""
     from mininet.topo import Topo
     link = {'delay': '%gms' % delay_ms} if delay_ms > 0 else {}
+    if bw:
+        link['bw'] = bw
 
     class Pair(Topo):
         def build(self):
@@ -142,6 +153,52 @@ def measure(delay_ms, load, args, caps, state, guard):
             'median_us': statistics.median(rtts) if rtts else None,
             'mean_us': statistics.fmean(rtts) if rtts else None,
             'schedule': schedule, **lateness(stats)}
+
+
+def tcp(one_way_ms, seconds, caps, state, guard):
+    """iperf3 TCP h1 -> h2 at TCP_MBIT with one_way_ms split over the two links: a dict of
+    the received rate and the daemons' CPU seconds over the transfer."""
+    from repronet.emu import network
+    from repronet.emu.process import NodeProcess, TcpListening
+    with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
+        net = network.Network(pair(one_way_ms / 2, TCP_MBIT), 'lxbr', 'auto', caps,
+                              on_built=state.record, seed=1, log_dir=logs)
+        try:
+            net.start()
+            h1, h2 = net.net.get('h1'), net.net.get('h2')
+            server = NodeProcess(h2, 'iperf3-s', ['iperf3', '-s', '-1', '-J', '-p', PORT], logs,
+                                 ready=TcpListening(PORT), suffix='.json').start()
+            server.wait_ready(20)
+            cpu_before = sum(net.links.daemon_cpu_seconds().values())
+            client = NodeProcess(h1, 'iperf3-c', ['iperf3', '-c', h2.IP(), '-p', PORT, '-J',
+                                                  '-t', seconds], logs, suffix='.json').start()
+            if client.wait(timeout=seconds + 30) != 0:
+                raise RuntimeError('iperf3 failed: see %s' % client.err_path)
+            cpu = sum(net.links.daemon_cpu_seconds().values()) - cpu_before
+            server.stop()
+            with open(client.log_path) as f:
+                rate = json.load(f)['end']['sum_received']['bits_per_second'] / 1e6
+        finally:
+            with guard.held():
+                net.stop()
+                state.clear()
+    return {'one_way_ms': one_way_ms, 'mbit': rate, 'daemon_cpu': cpu / seconds}
+
+
+def print_tcp(rows):
+    """The TCP rows and issue 15's no-throughput-loss target."""
+    for r in rows:
+        print('TCP at %d Mbit/s, %g ms one way: %.1f Mbit/s (%.3f of the rate), daemons %.2f '
+              'of a core' % (TCP_MBIT, r['one_way_ms'], r['mbit'], r['mbit'] / TCP_MBIT,
+                             r['daemon_cpu']))
+    held = [r for r in rows if r['one_way_ms'] > 0]
+    free = [r for r in rows if r['one_way_ms'] == 0]
+    if held:
+        ratio = held[-1]['mbit'] / TCP_MBIT
+        print('  TCP at %d Mbit/s with 1 ms >= %.2f of the rate: %.3f: %s%s' % (
+            TCP_MBIT, TCP_SHARE, ratio, 'met' if ratio >= TCP_SHARE else 'NOT met',
+            ' (%.3f of the same transfer with no delay, no daemon)' % (
+                held[-1]['mbit'] / free[0]['mbit']) if free and free[0]['mbit'] else ''))
 
 
 def _fmt(value, spec='%.1f'):
@@ -241,6 +298,9 @@ def parse(argv):
     parser.add_argument('--spin-us', type=int, choices=range(0, 1001), default=None,
                         metavar='0..1000', help='busy-poll threshold, 0: off (default: '
                         'repronet\'s, linkemu_daemon.SPIN_US)')
+    parser.add_argument('--tcp', type=int, choices=range(0, 61), default=5, metavar='0..60',
+                        help='seconds of iperf3 TCP at 500 Mbit/s with 0 and 1 ms one way, '
+                        'idle; 0 skips it (default 5)')
     args = parser.parse_args(argv)
     if not 0.0001 <= args.interval <= 1:
         parser.error('--interval must be 0.0001..1 seconds')
@@ -282,6 +342,8 @@ def main(argv=None):
                 for load in args.loads:
                     for delay in args.delays:
                         rows.append(measure(delay, load, args, caps, state, guard))
+                tcp_rows = [tcp(ms, args.tcp, caps, state, guard) for ms in (0, 1)
+                            if args.tcp]
         except Interrupted as e:
             print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)
             return 128 + e.signum
@@ -289,6 +351,7 @@ def main(argv=None):
     print('daemons scheduled: %s' % (json.dumps(schedule) if schedule else 'not recorded'))
     print_rows(rows)
     print_targets(rows)
+    print_tcp(tcp_rows)
     print('after: %s' % _uptime())
     return 0
 

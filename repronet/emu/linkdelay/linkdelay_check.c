@@ -237,6 +237,7 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "spin") && argc >= 4)
 		return cmd_spin(argc - 2, argv + 2);
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
-		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | spin SPIN_US PERMILLE NOW:WAIT[:SPENT]...\n");
+		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
+		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]...\n");
 	return 2;
 }
