@@ -34,7 +34,10 @@ project stands by, with the command and commit that produced them, are in the RE
   millisecond's granularity. The C daemon copies 40 bytes per packet and sleeps in ``ppoll``
   with 1 ns timer slack, so a packet waits for its release time, not for a scheduler tick,
   and the per-packet work is small (the README gives how late the daemons release packets,
-  the RTT error and the daemons' CPU, as measured);
+  the RTT error and the daemons' CPU, as measured). For LAN-scale holds (tens of us, issue 15)
+  a hold counts from the kernel's arrival stamp, and the daemons run SCHED_FIFO and busy-poll
+  the last 100 us before a deadline, both bounded (``linkemu_daemon``, README "LAN-scale
+  holds");
 * loss: ``iptables -m statistic`` and the daemon were equally accurate in an early comparison
   (1 % configured, 20,000 probes each); the daemon wins because its generator is seeded
   (reproducible drop pattern for a given packet order), its drop counts are logged next to its
