@@ -33,6 +33,9 @@ says where to bind), and the ready line adds its name, slots owned and slot shar
 
 ``--profile PATH`` runs the process under cProfile and dumps the stats at exit, the way to
 see where the CPU goes (``python3 -m pstats PATH``).
+
+``simulate(env, argv)`` runs the same server in the simulator (`sim_server`: the same core
+and connection policy over simulated streams, the log file written, fdatasync modelled).
 """
 
 import argparse
@@ -292,6 +295,14 @@ async def _main(args, out):
         await node.close()
     out.write('summary', flush=True, loop=args.loop_name, **node.summary())
     return 1 if node.failure is not None else 0
+
+
+def simulate(env, argv):
+    """Run this server in the simulator (`repronet.sim`): the same core and connection
+    policy over simulated streams, in virtual time (`sim_server`)."""
+    from nodes.kv.sim_server import SimKVServer
+    args = parse_args(argv)
+    SimKVServer(env, args, args.max_connections or default_max_connections()).start()
 
 
 def main(argv=None):
