@@ -215,3 +215,23 @@ def test_kvload_without_a_server_is_refused_with_one_sentence(tmp_path):
     err = (sim.logs / 'alone.err').read_text()
     assert 'cannot connect to %s:%d: connection refused' % (sim.ip, PORT) in err
     assert err.strip().count('\n') == 0
+
+
+def test_a_simulated_cluster_redirects_to_the_owner_of_each_key(tmp_path):
+    from nodes.kv import cluster
+    sim = Sim(tmp_path)
+    spec = 's1=%s:7001,s2=%s:7002' % (sim.ip, sim.ip)
+    for name in ('s1', 's2'):
+        sim.start('b', name, 'nodes.kv.server', ['--cluster', spec, '--node-id', name])
+        sim.backend.run_until(lambda: False, 0.01)
+    ring = cluster.Ring(cluster.parse_layout(spec))
+    keys = ['key%d' % i for i in range(40)]
+    got = _Raw()
+    sim.backend.stacks['a'].connect(sim.ip, 7001, got).send(
+        b''.join(command('SET', k, 'v') for k in keys) + command('PING'))
+    sim.backend.run_until(lambda: got.data.endswith(PONG), 5)
+    want = [b'+OK' if ring.owner(cluster.key_slot(k.encode()))[1].name == 's1' else
+            b'-MOVED %d %s:7002' % (cluster.key_slot(k.encode()), sim.ip.encode())
+            for k in keys]
+    assert got.data.split(b'\r\n')[:-2] == want
+    assert b'+OK' in want and any(w.startswith(b'-MOVED') for w in want)
