@@ -52,8 +52,8 @@ import numpy as np
 
 from nodes.dht.common import error, wait_go
 from workloads.kvload_client import KvClient, Workload
-from workloads.loadgen import (LATENCY_DTYPE, TICK_NS, UsageParser, latency_stats, run_cli,
-                               stop_on_signals, unless_stopped)
+from workloads.loadgen import (LATENCY_DTYPE, TICK_NS, UsageParser, cpu_fields, latency_stats,
+                               run_cli, stop_on_signals, unless_stopped)
 from workloads.loadgen import read_latencies  # noqa: F401  (kvload's readers import it here)
 
 OPS = ('set', 'get', 'del')
@@ -206,12 +206,10 @@ class _Run:
             self.lat_file.close()
         totals = self.totals()
         failed = [c for c in self.clients if c.failure is not None]
-        cpu0, cpu_go, cpu = cpu or (None, None, None)
         log.write('summary', flush=True, clients=args.clients, client_base=args.client_base,
                   requests=args.requests, ops=args.ops, pipeline=args.pipeline, loop=args.loop,
                   host=args.host, port=args.port, value_size=args.value_size,
-                  clients_failed=len(failed), cpu_s=_rounded(cpu),
-                  run_cpu_s=_rounded(cpu, cpu_go), connect_cpu_s=_rounded(cpu_go, cpu0),
+                  clients_failed=len(failed), **cpu_fields(cpu),
                   latencies=args.latencies, **totals)
         sentence = _why_failed(problem, failed, totals)
         if sentence:
@@ -267,10 +265,6 @@ async def _main(args, log):
         problem = 'interrupted by %s' % run.stopped_by
     return run.end(problem, error, (cpu0, cpu_go, sum(os.times()[:2])))
 
-
-def _rounded(a, b=0.0):
-    """a - b rounded to milliseconds, or None when either is unknown."""
-    return None if a is None or b is None else round(a - b, 3)
 
 
 def _why_failed(problem, failed, totals):

@@ -25,9 +25,9 @@ import os
 from workloads.kvload_client import KvClient
 
 
-class _Done:
-    """The part of an asyncio future a KvClient uses: ``done()``, ``set_result()``; the
-    driver hears each client's end."""
+class Done:
+    """The part of an asyncio future a load generator's client uses: ``done()``,
+    ``set_result()``; ``ended()`` hears each client's end."""
 
     def __init__(self, ended):
         self.ended, self.is_done = ended, False
@@ -40,25 +40,27 @@ class _Done:
         self.ended()
 
 
-class _Link:
-    """One client's connection: the simulated stream's protocol on one side, the transport
-    operations KvClient uses (write, close, get_extra_info) on the other."""
+class Link:
+    """One connection of a load generator's client: the simulated stream's protocol on one
+    side, the asyncio transport operations the client (an asyncio Protocol: KvClient,
+    kvmix's ServerConn) uses on the other: write, close, get_extra_info. ``opened()`` once
+    connected, ``refused(why)`` if it never was."""
 
-    def __init__(self, driver, client):
-        self.driver, self.client = driver, client
+    def __init__(self, client, opened, refused):
+        self.client, self.opened, self.refused = client, opened, refused
         self.conn = None
 
     def connection_made(self, conn):
         self.conn = conn
         self.client.connection_made(self)
-        self.driver.connected()
+        self.opened()
 
     def data_received(self, conn, data):
         self.client.data_received(data)
 
     def connection_lost(self, conn, why):
         if self.conn is None:
-            self.driver.refused(why)
+            self.refused(why)
         else:
             self.client.connection_lost(None if why is None else ConnectionResetError(why))
 
@@ -92,10 +94,10 @@ class SimKvload:
         now_ns, wall = self._now_ns, env.now
         for n in range(a.clients):
             client = KvClient(a.client_base + n, self.run._workload, a.ops, a.requests,
-                              a.pipeline, self.run.phase_ended, _Done(self._client_ended),
+                              a.pipeline, self.run.phase_ended, Done(self._client_ended),
                               clock_ns=now_ns, wall=wall)
             self.run.clients.append(client)
-            link = _Link(self, client)
+            link = Link(client, self.connected, self.refused)
             self.links.append(link)
             env.connect(a.host, a.port, link)
         self.timer = env.call_at(env.now() + a.timeout, self._connect_timeout)
