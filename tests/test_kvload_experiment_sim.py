@@ -8,40 +8,29 @@ reply right and the store was empty after the DELs, and the two runs' logs and t
 byte-identical. Refusals that only a simulated run has are one sentence."""
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.test_dht8_sim import REPO, _digests
+from tests.sim_runs import REPO, digests as _digests, points_of_ok_run, run_sim, two_runs
 
 
 def _run(out, workdir, hashseed, *flags):
-    env = dict(os.environ, PYTHONHASHSEED=str(hashseed))
-    proc = subprocess.run(
-        [sys.executable, str(REPO / 'topologies' / 'kvload.py'), '--backend', 'sim',
-         '--scale', 'smoke', '--seed', '7', '--out', str(out), '--workdir', str(workdir)]
-        + list(flags), capture_output=True, text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return proc
+    return run_sim('kvload.py', out, workdir, hashseed, '--scale', 'smoke', '--seed', 7,
+                   *flags)
 
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
-    base = tmp_path_factory.mktemp('kvloadsim')
-    first = _run(base / 'a', base / 'work', 1)
-    _run(base / 'b', base / 'work', 2)
-    return base / 'a', base / 'b', first
+    return two_runs(tmp_path_factory, 'kvloadsim', _run)
 
 
 def test_a_simulated_smoke_run_is_analysed_and_skips_what_needs_real_hosts(runs):
     first, _, proc = runs
-    manifest = json.loads((first / 'manifest.json').read_text())
-    assert manifest['status'] == 'ok' and manifest['mechanisms']['backend'] == 'sim'
     assert proc.stdout.count('skips Redis, the redis-benchmark') == 1
     assert proc.stdout.count('leaves out the local layout') == 1
-    points = [json.loads(line) for line in (first / 'logs' / 'points.jsonl').open()]
+    points = points_of_ok_run(first)
     assert [(p['point']['kind'], p['point']['server'], p['point']['layout'],
              p['point']['clients']) for p in points] == [('load', 'ours', 'lan', 1),
                                                          ('load', 'ours', 'lan', 2)]

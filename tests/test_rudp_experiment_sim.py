@@ -6,24 +6,14 @@ the same module, only our protocol's modes ran (the iperf3 and uftp points are s
 one sentence), every file arrived whole, the manifest records the simulated backend, and the
 two same-seed runs' logs and tables are byte-identical while the other seed's differ."""
 
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.test_dht8_sim import REPO, _digests
+from tests.sim_runs import digests as _digests, points_of_ok_run, run_sim
 
 
 def _run(out, seed, workdir, hashseed):
-    env = dict(os.environ, PYTHONHASHSEED=str(hashseed))
-    proc = subprocess.run(
-        [sys.executable, str(REPO / 'topologies' / 'rudp.py'), '--backend', 'sim',
-         '--scale', 'smoke', '--seed', str(seed), '--out', str(out), '--workdir',
-         str(workdir)], capture_output=True, text=True, timeout=600, env=env, cwd=REPO)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return proc
+    return run_sim('rudp.py', out, workdir, hashseed, '--scale', 'smoke', '--seed', seed)
 
 
 @pytest.fixture(scope='module')
@@ -38,10 +28,8 @@ def runs(tmp_path_factory):
 
 def test_a_simulated_smoke_run_is_analysed_and_skips_what_needs_real_hosts(runs):
     first, _, _, proc = runs
-    manifest = json.loads((first / 'manifest.json').read_text())
-    assert manifest['status'] == 'ok' and manifest['mechanisms']['backend'] == 'sim'
     assert proc.stdout.count('skips the iperf3 (TCP, UDP) and uftp points') == 1
-    points = [json.loads(line) for line in (first / 'logs' / 'points.jsonl').open()]
+    points = points_of_ok_run(first)
     assert {p['point']['mode'] for p in points} == {'seed', 'window'}
     assert len(points) == 5 and all(not p['result']['problems'] for p in points)
     transfers = (first / 'tables' / 'transfers.csv').read_text()

@@ -55,8 +55,8 @@ from nodes.dht.common import (JsonLog, error, loop_factory, nodelay,  # noqa: E4
 from nodes.kv import cluster, cluster_commands, durable  # noqa: E402
 from nodes.kv.connection import ClientProtocol  # noqa: E402
 from nodes.kv.core import KVConfig  # noqa: E402
-from nodes.kv.serving import (IDLE_TIMEOUT, MAX_INPUT_BYTES, MAX_PENDING_BYTES, KVBook,  # noqa: E402,E501
-                              open_log, ready_fields)
+from nodes.kv.serving import (IDLE_TIMEOUT, MAX_INPUT_BYTES,  # noqa: E402
+                              MAX_PENDING_BYTES, KVBook, open_log, ready_fields)
 
 MAX_BULK = 512 << 20            # Redis's proto-max-bulk-len: the largest key or value allowed
 _READ_ROOM = 1 << 20            # a client's reads beyond its largest request (backlog)
