@@ -235,3 +235,18 @@ def test_a_simulated_cluster_redirects_to_the_owner_of_each_key(tmp_path):
             for k in keys]
     assert got.data.split(b'\r\n')[:-2] == want
     assert b'+OK' in want and any(w.startswith(b'-MOVED') for w in want)
+
+
+def test_idle_timeout_and_max_connections_act_in_virtual_time(tmp_path):
+    sim = Sim(tmp_path)
+    server = sim.server('--idle-timeout', 2, '--max-connections', 1)
+    idle = _Raw()
+    sim.backend.stacks['a'].connect(sim.ip, PORT, idle)
+    sim.backend.run_until(lambda: False, 0.01)
+    assert sim.exchange(command('PING')) == (b'-ERR max number of clients reached\r\n', True)
+    sim.backend.run_until(lambda: idle.closed, 10)     # it connected at time 0
+    assert idle.closed and 2.0 <= sim.backend.engine.now <= 2.01
+    assert sim.exchange(command('PING')) == (PONG, False)      # the slot is free again
+    server.stop()
+    summary = sim.records('server')[-1]
+    assert summary['idle_closed'] == 1 and summary['rejected_connections'] == 1
