@@ -41,8 +41,9 @@ def _run_cluster(tmp_path):
     return sim
 
 
-def test_sim_module_does_no_io():
+def test_sim_modules_do_no_io():
     assert violations(ROOT / 'workloads/kvmix_sim.py') == []
+    assert violations(ROOT / 'workloads/kvcluster_admin_sim.py') == []
 
 
 def test_a_cluster_is_preloaded_and_mixed_with_every_reply_right(tmp_path):

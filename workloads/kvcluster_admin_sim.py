@@ -9,7 +9,7 @@ and the same records: one ``server`` line per member with ``dbsize`` and the
 own line. They carry ``t`` (virtual seconds) like every simulated log record. ``setup``
 configures Redis nodes, which cannot run in the simulator: one sentence, status 1.
 
-Nothing here reads a clock or a random source or opens a socket.
+Nothing here reads a clock or a random source or opens a socket (`tests/test_kvmix_sim.py`).
 """
 
 import hiredis

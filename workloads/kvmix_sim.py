@@ -19,7 +19,7 @@ What differs from the asyncio program, and why:
 * no open-file limit: a simulated host has none;
 * a refused connection is reported as soon as it is refused.
 
-Nothing here reads a clock or a random source or opens a socket (`tests/test_kv_sim.py`).
+Nothing here reads a clock or a random source or opens a socket (`tests/test_kvmix_sim.py`).
 """
 
 import os
