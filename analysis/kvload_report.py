@@ -10,7 +10,7 @@ import pathlib
 
 import pandas as pd
 
-from analysis import inputs, machine
+from analysis import crosscheck, inputs, machine
 from analysis.tables import cell as _f, nan
 from analysis.kvload_seed import (OP_NAMES, OPS, SEED_MACHINE, SEED_REQUESTS, SEED_SOURCE,
                                   aggregate_ops_per_s)
@@ -171,9 +171,24 @@ def _lan(resp, params):
         return []
     return ['', 'LAN layout: each request crosses two links each way, %.3f ms of configured '
             'round-trip delay; one client\'s p50 was %s ms (ours) and %s ms (Redis). The '
-            'rest is the hosts\' stacks and the delay daemons (see the README\'s link '
-            'emulation figures for how late they release packets).' % (
-                rtt, _f(_p50(lan, 'ours'), '%.3f'), _f(_p50(lan, 'redis'), '%.3f'))]
+            '%s' % (rtt, _f(_p50(lan, 'ours'), '%.3f'), _f(_p50(lan, 'redis'), '%.3f'),
+                    _LAN_REST[params.get('backend') == 'sim'])]
+
+
+_LAN_REST = {False: 'rest is the hosts\' stacks and the delay daemons (see the README\'s link '
+             'emulation figures for how late they release packets).',
+             True: 'rest is serialisation at the link rate in the simulator\'s network model '
+             '(no processing time unless --sim-cost charges it).'}
+
+
+def network_text(manifest):
+    """How the run's network was made: the emulated switch, or the simulator and what it
+    charged for processing (a simulated run has no switch)."""
+    params = inputs.as_dict(manifest.get('params'))
+    if crosscheck.backend(manifest) == 'sim':
+        return 'simulated (repronet.sim), processing cost %s' % (
+            params.get('sim_cost') or 'none')
+    return 'switch %s' % params.get('switch')
 
 
 def _p50(rows, server):
@@ -192,12 +207,12 @@ def report(manifest, data, drawn):
              'Seed: `%s` (%s; %d requests per client and operation). This run: scale `%s`, '
              '%s repetition(s), %s requests per client and operation, pipeline %s, '
              'layouts %s (LAN: %s Mbit/s, %s per link), appendfsync %s, our cache %s/%s, '
-             'storage %s; switch %s.' % (
+             'storage %s; %s.' % (
                  SEED_SOURCE, SEED_MACHINE, SEED_REQUESTS, params.get('scale'),
                  params.get('repeat'), params.get('requests'), params.get('pipeline'),
                  params.get('layouts'), params.get('lan_bw'), params.get('lan_delay'),
                  params.get('appendfsync'), params.get('cache'), params.get('cache_size'),
-                 params.get('storage'), params.get('switch')), '',
+                 params.get('storage'), network_text(manifest)), '',
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                  if manifest.get('error') else ''),
              '- machine: %s' % machine.describe(manifest),

@@ -9,7 +9,7 @@ import pathlib
 
 import pandas as pd
 
-from analysis import figures, machine
+from analysis import crosscheck, figures, kvload_report, machine
 from analysis.tables import cell, nan
 
 IMBALANCE_TARGET = 1.1
@@ -240,6 +240,8 @@ def claims(data):
 
 def _limits(manifest):
     """'cgroup v2 cpu.max, period 10000 us' from the manifest's CPU-limit record."""
+    if crosscheck.backend(manifest) == 'sim':
+        return 'not applied: %s' % kvload_report.network_text(manifest)
     limits = (manifest.get('mechanisms') or {}).get('cpu_limits') or {}
     if not limits.get('mechanism'):
         return 'CPU-limit mechanism not recorded'

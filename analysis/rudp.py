@@ -240,11 +240,11 @@ def report(manifest, data, drawn):
              'Java). This run: scale `%s`, %s repetition(s), a %s-byte file; the '
              'wireless-like link %s Mbit/s, %s one way, jitter %s, loss %s %%; windowed '
              'mode %s blocks paced at %s Mbit/s; our receiver\'s reorder wait %s s; '
-             'TCP (iperf3) congestion control %s; switch %s.' % (
+             'TCP (iperf3) congestion control %s; %s.' % (
                  SEED_SOURCE, p.get('scale'), p.get('repeat'), p.get('size'), p.get('bw'),
                  p.get('delay'), p.get('jitter'), p.get('loss'), p.get('window'),
                  p.get('rate'), p.get('reorder_wait'), p.get('congestion_control'),
-                 p.get('switch')), '',
+                 kvload_report.network_text(manifest)), '',
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                  if manifest.get('error') else ''),
              '- machine: %s' % machine.describe(manifest),

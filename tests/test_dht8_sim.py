@@ -76,7 +76,7 @@ def test_the_same_seed_gives_byte_identical_logs_and_tables(runs):
 
 
 def test_an_emulation_only_experiment_refuses_the_sim_backend_in_one_sentence(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / 'topologies' / 'kvload.py'), '--backend',
+    proc = subprocess.run([sys.executable, str(REPO / 'topologies' / 'smoke.py'), '--backend',
                            'sim', '--out', str(tmp_path / 'x')], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2

@@ -24,6 +24,13 @@ throughput; one ``profile`` point runs our server under cProfile. Both servers l
     sudo /usr/bin/python3 topologies/kvload.py --scale smoke   # about a minute
     sudo /usr/bin/python3 topologies/kvload.py                 # 10K requests/client
     sudo /usr/bin/python3 topologies/kvload.py --scale seed    # the seed's 100K
+    /usr/bin/python3 topologies/kvload.py --backend sim --scale smoke   # no root, seconds
+
+With ``--backend sim`` our server (``nodes.kv.server``) and ``workloads.kvload`` run in the
+simulator (``repronet.sim``) on the same topology, points and analysis: only the ``load``
+points of our server, since Redis, ``redis-benchmark`` and cProfile need real hosts (said
+once, before anything runs). The append-only file is written as in emulation, under
+``--workdir``; a simulated fdatasync takes no time (``nodes/kv/sim_server.py``).
 """
 
 import os
@@ -43,6 +50,9 @@ from workloads import kv_points  # noqa: E402
 
 FSYNC = ('always', 'everysec', 'no')
 CACHES = ('lru', 'lfu', 'fifo', 'none')
+SIM_SKIPS = ('kvload: --backend sim runs our server\'s load points only and skips Redis, the '
+             'redis-benchmark (bench, fsync) points and the profile point, which need real '
+             'hosts')
 
 
 class KvTopo(Topo):
@@ -64,6 +74,7 @@ class KvLoad(Experiment):
 
     name = 'kvload'
     timed_parts = True
+    backends = ('emu', 'sim')   # sim: our server and kvload in virtual time
     scales = {
         'smoke': {'clients': 2, 'requests': 300, 'bench_requests': 5000,
                   'fsync_requests': 1000, 'repeat': 1},
@@ -136,6 +147,20 @@ class KvLoad(Experiment):
             raise UsageError(str(e).split(': ', 1)[-1]) from None
         if not os.path.isabs(params.workdir):
             raise UsageError('--workdir must be an absolute path, not %r' % params.workdir)
+        if getattr(params, 'backend', 'emu') == 'sim':
+            if 'ours' not in params.servers.split(','):
+                raise UsageError('--backend sim runs our server only; give --servers ours '
+                                 '(Redis needs real hosts)')
+            layouts = params.layouts.split(',')
+            if 'local' in layouts and not getattr(params, 'sim_costs', None):
+                if layouts == ['local']:
+                    raise UsageError('the local layout has no link rate or delay, so without '
+                                     '--sim-cost its simulated requests take no time at all; '
+                                     'give --layouts lan or a --sim-cost')
+                params.layouts = ','.join(x for x in layouts if x != 'local')
+                print('kvload: --backend sim without --sim-cost leaves out the local layout '
+                      '(no link rate or delay: its requests would take no time)', flush=True)
+            print(SIM_SKIPS, flush=True)
 
     def estimate(self, params, point):
         """Return a rough length of one point in seconds (weights the ETA)."""
@@ -154,12 +179,13 @@ class KvLoad(Experiment):
 
     def points(self, params):
         """Return load points (server x layout x clients), then bench and fsync points,
-        repetition outermost."""
-        servers = params.servers.split(',')
+        repetition outermost (simulated: our server's load points only)."""
+        sim = getattr(params, 'backend', 'emu') == 'sim'
+        servers = ['ours'] if sim else params.servers.split(',')
         values = [{'kind': 'load', 'server': s, 'layout': layout, 'clients': n}
                   for layout in params.layouts.split(',')
                   for n in range(1, params.clients + 1) for s in servers]
-        if 'local' in params.layouts.split(','):
+        if 'local' in params.layouts.split(',') and not sim:
             values += [{'kind': 'bench', 'server': s, 'bench': b}
                        for b in kv_points.BENCH for s in servers]
             values += [{'kind': 'fsync', 'server': s, 'appendfsync': f}
@@ -175,7 +201,11 @@ class KvLoad(Experiment):
 
     def setup(self, ctx):
         """Record the hosts' addresses."""
-        ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts})
+        p = ctx.params
+        names = [h for layout in p.layouts.split(',')
+                 for h in [kv_points.hosts(layout, p.clients)[0]]
+                 + kv_points.hosts(layout, p.clients)[1]]
+        ctx.results.update(hosts={h: ctx.host(h).IP() for h in sorted(names)})
 
     def run_point(self, ctx, point):
         """Run one point (workloads.kv_points); note what failed."""

@@ -21,6 +21,11 @@ the same rate. Points (``workloads.rudp_points``), each one transfer of the file
     sudo /usr/bin/python3 topologies/rudp.py --scale smoke   # about a minute
     sudo /usr/bin/python3 topologies/rudp.py                 # 5 MB files
     sudo /usr/bin/python3 topologies/rudp.py --scale seed    # the seed's 190 MB
+    /usr/bin/python3 topologies/rudp.py --backend sim --scale smoke   # no root, seconds
+
+With ``--backend sim`` our sender and receiver run in the simulator (``repronet.sim``;
+``nodes.rudp.sim_driver``) on the same topology, points and analysis; the iperf3 TCP/UDP
+and uftp points need real hosts and are left out (said once, before anything runs).
 """
 
 import os
@@ -42,6 +47,9 @@ from workloads.transfer_points import FileSet  # noqa: E402
 
 MODES = ('seed', 'window', 'tcp92k', 'tcp', 'uftp', 'udp')
 SWEEP_MODES = ('seed', 'window', 'tcp', 'uftp')
+SIM_MODES = ('seed', 'window')     # the modes whose programs have simulate()
+SIM_SKIPS = ('rudp: --backend sim runs our protocol only and skips the iperf3 (TCP, UDP) and '
+             'uftp points, which need real hosts')
 
 
 class RudpTopo(Topo):
@@ -65,6 +73,7 @@ class Rudp(Experiment):
 
     name = 'rudp'
     timed_parts = True
+    backends = ('emu', 'sim')   # sim: our sender and receiver in virtual time
     scales = {
         'smoke': {'size': 300000, 'blocks': '1,32', 'delays': '5', 'losses': '1',
                   'repeat': 1},
@@ -119,6 +128,8 @@ class Rudp(Experiment):
             params.rate = round(0.95 * params.bw, 3)
         if not os.path.isabs(params.workdir):
             raise UsageError('--workdir must be an absolute path, not %r' % params.workdir)
+        if getattr(params, 'backend', 'emu') == 'sim':
+            print(SIM_SKIPS, flush=True)
 
     def _configs(self, params):
         """[(bw, delay, jitter, loss)]: the wireless-like link, then the sweep."""
@@ -133,7 +144,8 @@ class Rudp(Experiment):
         return RudpTopo(self._configs(params))
 
     def points(self, params):
-        """Return the points: configuration 0's modes, then the sweep's, repetitions outermost."""
+        """Return the points: configuration 0's modes, then the sweep's, repetitions outermost
+        (simulated: our protocol's modes only)."""
         values = []
         for i, (bw, delay, _jitter, loss) in enumerate(self._configs(params)):
             base = {'config': i, 'size': params.size, 'bw': bw, 'loss': loss,
@@ -144,6 +156,8 @@ class Rudp(Experiment):
                 values += [dict(base, mode=m, block=32) for m in MODES[1:]]
             else:
                 values += [dict(base, mode=m, block=32) for m in SWEEP_MODES]
+        if getattr(params, 'backend', 'emu') == 'sim':
+            values = [v for v in values if v['mode'] in SIM_MODES]
         points = []
         for repetition in range(params.repeat):
             for v in values:
@@ -169,7 +183,9 @@ class Rudp(Experiment):
         os.makedirs(ctx.params.workdir, exist_ok=True)
         self.files = FileSet(os.path.join(ctx.params.workdir, 'files'), ctx.params.seed)
         self.files.make([ctx.params.size])
-        ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts},
+        names = [h for i in range(len(self._configs(ctx.params)))
+                 for h in rp.hosts({'config': i})]
+        ctx.results.update(hosts={h: ctx.host(h).IP() for h in names},
                            files={FileSet.name(s): h for s, h in self.files.sha256.items()})
 
     def finish(self, ctx):

@@ -26,15 +26,20 @@ careless ``--workdir`` never loses anything that was there before.
     (``--profile logs/<name>.prof``): where its time goes when it is the bottleneck.
     The profiler slows the server, so this point's throughput is in no ratio.
 
+In simulation (``--backend sim``) only ``load`` points of our server run (the topology
+leaves the others out); ``redis-cli`` cannot run there, so the DBSIZE after the DELs is the
+``keys`` of our server's ``summary`` line, read once the point has stopped it.
+
 Log names follow :func:`names` (``analysis.kvload`` uses the same rule).
 """
 
+import json
 import os
 import shutil
 import sys
-import tempfile
 
 from repronet.emu.process import LogReady, TcpListening
+from workloads.scratch import point_folder
 
 PORT = 6379
 SERVERS = ('ours', 'redis')
@@ -85,12 +90,9 @@ class Point:
 
     def run(self):
         """Run the point; nodes are stopped and the log removed on every path."""
-        os.makedirs(self.params.workdir, exist_ok=True)
         # a new folder of our own: nothing that was there before is ever removed
-        self.aof_dir = tempfile.mkdtemp(prefix='kvload-p%03d-' % self.point['point'],
-                                        dir=self.params.workdir)
+        self.aof_dir = point_folder(self.ctx, 'kvload-p%03d' % self.point['point'])
         try:
-            os.chmod(self.aof_dir, 0o755)
             result = getattr(self, '_' + self.point['kind'])()
             if self.loop is not None:
                 result['loop'] = self.loop
@@ -135,9 +137,19 @@ class Point:
                 node.wait(timeout=limit)
         failed = ['c%d' % i for i, node in enumerate(clients, 1)
                   if node.returncode != 0]
-        dbsize = self._dbsize(client_hosts[0], ip)
-        return {'failed_clients': failed, 'dbsize_after': dbsize,
-                'server_alive': server.poll() is None}
+        alive = server.poll() is None
+        if ctx.params.backend == 'sim':
+            dbsize = self._summary_keys(server)
+        else:
+            dbsize = self._dbsize(client_hosts[0], ip)
+        return {'failed_clients': failed, 'dbsize_after': dbsize, 'server_alive': alive}
+
+    def _summary_keys(self, server):
+        """Stop our server; return the keys its summary line reports, or None."""
+        self.ctx.stop_nodes([server])
+        with open(server.log_path) as f:
+            records = [json.loads(line) for line in f]
+        return next((r.get('keys') for r in records if r.get('event') == 'summary'), None)
 
     def _dbsize(self, host, ip):
         """Return the server's DBSIZE as redis-cli sees it, or None on failure."""

@@ -167,5 +167,12 @@ def main(argv=None):
     return 0
 
 
+def simulate(env, argv):
+    """Run resetstat or info in the simulator (`repronet.sim`) against simulated servers
+    (`kvcluster_admin_sim`; setup, for Redis nodes, is refused there)."""
+    from workloads.kvcluster_admin_sim import SimAdmin
+    SimAdmin(env, parse_args(argv)).start()
+
+
 if __name__ == '__main__':
     sys.exit(main())

@@ -52,8 +52,8 @@ import numpy as np
 
 from nodes.dht.common import error, wait_go
 from workloads.kvload_client import KvClient, Workload
-from workloads.loadgen import (LATENCY_DTYPE, TICK_NS, UsageParser, latency_stats, run_cli,
-                               stop_on_signals, unless_stopped)
+from workloads.loadgen import (LATENCY_DTYPE, TICK_NS, UsageParser, cpu_fields, latency_stats,
+                               run_cli, stop_on_signals, unless_stopped)
 from workloads.loadgen import read_latencies  # noqa: F401  (kvload's readers import it here)
 
 OPS = ('set', 'get', 'del')
@@ -167,18 +167,55 @@ class _Run:
         phase.latencies = None
 
     def watch(self):
+        """Check the clients' timeouts now and every so often."""
+        self.overdue(time.perf_counter_ns())
+        self._timer = asyncio.get_running_loop().call_later(self.every(), self.watch)
+
+    def every(self):
+        """Seconds between timeout checks."""
+        return min(self.args.timeout / 4, 0.5)
+
+    def overdue(self, now_ns):
         """Fail clients whose oldest request in flight has waited longer than --timeout."""
-        now, limit = time.perf_counter_ns(), int(self.args.timeout * 1e9)
+        limit = int(self.args.timeout * 1e9)
         for c in self.clients:
-            if not c.done.done() and c.overdue(now, limit):
+            if not c.done.done() and c.overdue(now_ns, limit):
                 c.stop('no reply within %g s' % self.args.timeout)
-        self._timer = asyncio.get_running_loop().call_later(
-            min(self.args.timeout / 4, 0.5), self.watch)
 
     def unwatch(self):
         """Stop the timeout checks."""
         if self._timer is not None:
             self._timer.cancel()
+
+    def ready_fields(self):
+        """What the ready line says."""
+        a = self.args
+        return dict(clients=a.clients, client_base=a.client_base, host=a.host, port=a.port,
+                    pipeline=a.pipeline, loop=a.loop)
+
+    def end(self, problem, error, cpu=None):
+        """Stop every client (problem: why, or None), log the phases cut short and the
+        summary; cpu: (at start, at go, now) process CPU seconds, or None (simulated).
+        Return the exit status, with one sentence through error() when it is 1."""
+        args, log = self.args, self.log
+        for c in self.clients:
+            c.stop(problem or 'stopped')
+            if c.phase is not None and c.phase.start is not None:
+                self.phase_ended(c, c.phase)       # the phase under way when it stopped
+        if self.lat_file is not None:
+            self.lat_file.close()
+        totals = self.totals()
+        failed = [c for c in self.clients if c.failure is not None]
+        log.write('summary', flush=True, clients=args.clients, client_base=args.client_base,
+                  requests=args.requests, ops=args.ops, pipeline=args.pipeline, loop=args.loop,
+                  host=args.host, port=args.port, value_size=args.value_size,
+                  clients_failed=len(failed), **cpu_fields(cpu),
+                  latencies=args.latencies, **totals)
+        sentence = _why_failed(problem, failed, totals)
+        if sentence:
+            error('kvload: %s.' % sentence)
+            return 1
+        return 0
 
     def totals(self):
         """Summary counters over every client and phase."""
@@ -207,16 +244,15 @@ async def _main(args, log):
     if finished and refused:
         problem = 'cannot connect to %s:%d: %s' % (args.host, args.port, refused)
     elif finished:
-        ready = dict(clients=args.clients, client_base=args.client_base, host=args.host,
-                     port=args.port, pipeline=args.pipeline, loop=args.loop)
         if args.barrier:
-            tagged = types.SimpleNamespace(write=functools.partial(log.write, **ready))
+            tagged = types.SimpleNamespace(write=functools.partial(log.write,
+                                                                   **run.ready_fields()))
             try:
                 finished, _ = await unless_stopped(wait_go(tagged), stop)
             except RuntimeError:
                 problem = 'stdin closed before the "go" line of --barrier'
         else:
-            log.write('ready', flush=True, **ready)
+            log.write('ready', flush=True, **run.ready_fields())
     cpu_go = sum(os.times()[:2])
     if finished and problem is None:
         for c in run.clients:
@@ -227,26 +263,8 @@ async def _main(args, log):
         run.unwatch()
     if not finished:
         problem = 'interrupted by %s' % run.stopped_by
-    for c in run.clients:
-        c.stop(problem or 'stopped')
-        if c.phase is not None and c.phase.start is not None:
-            run.phase_ended(c, c.phase)       # the phase under way when it stopped
-    if run.lat_file is not None:
-        run.lat_file.close()
-    totals = run.totals()
-    failed = [c for c in run.clients if c.failure is not None]
-    cpu = sum(os.times()[:2])
-    log.write('summary', flush=True, clients=args.clients, client_base=args.client_base,
-              requests=args.requests, ops=args.ops, pipeline=args.pipeline, loop=args.loop,
-              host=args.host, port=args.port, value_size=args.value_size,
-              clients_failed=len(failed), cpu_s=round(cpu, 3),
-              run_cpu_s=round(cpu - cpu_go, 3), connect_cpu_s=round(cpu_go - cpu0, 3),
-              latencies=args.latencies, **totals)
-    sentence = _why_failed(problem, failed, totals)
-    if sentence:
-        error('kvload: %s.' % sentence)
-        return 1
-    return 0
+    return run.end(problem, error, (cpu0, cpu_go, sum(os.times()[:2])))
+
 
 
 def _why_failed(problem, failed, totals):
@@ -274,6 +292,13 @@ def _why_failed(problem, failed, totals):
 def main(argv=None):
     """Command-line entry point; returns the exit status."""
     return run_cli(parse_args, _main, argv)
+
+
+def simulate(env, argv):
+    """Run this load generator in the simulator (`repronet.sim`): the same clients and
+    records in virtual time (`kvload_sim`)."""
+    from workloads.kvload_sim import SimKvload
+    SimKvload(env, parse_args(argv), _Run).start()
 
 
 if __name__ == '__main__':

@@ -101,7 +101,8 @@ class KvClient(asyncio.Protocol):
     (``failure`` then says why); ``on_phase(client, phase)`` is called as each phase ends.
     """
 
-    def __init__(self, cid, workload, ops, requests, depth, on_phase, done):
+    def __init__(self, cid, workload, ops, requests, depth, on_phase, done,
+                 clock_ns=_perf_ns, wall=time.time):
         self.cid = cid
         self.first = cid * requests
         self.phases = [Phase(op, requests) for op in ops]
@@ -118,6 +119,8 @@ class KvClient(asyncio.Protocol):
         self._next = 0
         self._build = None
         self._expected = None
+        self._clock_ns = clock_ns       # latencies (the simulator passes virtual time)
+        self._wall = wall               # a phase's start and end stamps
 
     @property
     def phase(self):
@@ -143,7 +146,7 @@ class KvClient(asyncio.Protocol):
         self._build = self._workload.builder(phase.op)
         self._expected = self._workload.expected(phase.op)
         self._next = 0
-        phase.start = time.time()
+        phase.start = self._wall()
         self._send(min(self.depth, phase.requests))
         phase.start_ns = self._sent[0]
 
@@ -152,7 +155,7 @@ class KvClient(asyncio.Protocol):
         build, i = self._build, self.first + self._next
         data = build(i) if n == 1 else b''.join([build(j) for j in range(i, i + n)])
         self._next += n
-        now = _perf_ns()
+        now = self._clock_ns()
         if n == 1:
             self._sent.append(now)
         else:
@@ -170,7 +173,7 @@ class KvClient(asyncio.Protocol):
         try:
             reply = reader.gets()
             while reply is not False:
-                now = _perf_ns()
+                now = self._clock_ns()
                 if not sent:
                     self._fail('the server sent a reply nobody asked for')
                     return
@@ -184,7 +187,7 @@ class KvClient(asyncio.Protocol):
                 phase.done += 1
                 answered += 1
                 if phase.done == phase.requests:
-                    phase.end_ns, phase.end = now, time.time()
+                    phase.end_ns, phase.end = now, self._wall()
                     self._on_phase(self, phase)
                     self._begin(self._index + 1)
                     return
@@ -220,7 +223,7 @@ class KvClient(asyncio.Protocol):
             return
         if self._phase is not None:
             self._phase.failure = reason
-            self._phase.end_ns, self._phase.end = _perf_ns(), time.time()
+            self._phase.end_ns, self._phase.end = self._clock_ns(), self._wall()
         self._finish(reason)
 
     def _finish(self, reason):

@@ -228,23 +228,19 @@ async def _main(args, log):
     if problem is None:
         cpu_go = sum(os.times()[:2])
         problem = await run.guarded(run_clients(run, args.duration))
-    run.stop(problem)
-    cpu = sum(os.times()[:2])
-    summary = run.summary()
-    log.write('summary', flush=True, phase=args.phase, clients=args.clients,
-              client_base=args.client_base, pipeline=args.pipeline, loop=args.loop,
-              seed=args.seed, cpu_s=round(cpu, 3), run_cpu_s=round(cpu - cpu_go, 3),
-              connect_cpu_s=round(cpu_go - cpu0, 3), latencies=args.latencies, **summary)
-    sentence = run.why_failed(problem, summary)
-    if sentence:
-        error('kvmix: %s.' % sentence)
-        return 1
-    return 0
+    return run.finish(problem, error, (cpu0, cpu_go, sum(os.times()[:2])))
 
 
 def main(argv=None):
     """Command-line entry point; returns the exit status."""
     return run_cli(parse_args, _main, argv)
+
+
+def simulate(env, argv):
+    """Run this load generator in the simulator (`repronet.sim`): the same clients and
+    records in virtual time (`kvmix_sim`)."""
+    from workloads.kvmix_sim import SimKvmix
+    SimKvmix(env, parse_args(argv), _plan).start()
 
 
 if __name__ == '__main__':

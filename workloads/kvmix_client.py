@@ -26,7 +26,6 @@ appended to the process's uint32 array of that operation.
 
 import asyncio
 import collections
-import time
 
 import hiredis
 
@@ -38,8 +37,6 @@ from workloads.loadgen import MAX_TICKS, TICK_NS, count_error
 MAX_REDIRECTS = 5             # MOVED replies followed for one request
 MAX_SERVERS = 1000            # addresses a map may name (Redis Cluster's suggested limit)
 OPS = ('set', 'get')          # index 0 / 1: is_get is the index
-
-_perf_ns = time.perf_counter_ns
 
 
 class RouteError(ValueError):
@@ -209,13 +206,15 @@ class MixClient:
     ``plan`` yields (is_get, key index); ``requests`` bounds how many (None: until
     ``run.stopping``); ``version`` is None for the preload (every SET writes version 0).
     ``run`` is shared: ``slots`` (SlotMap), ``latencies`` ([set array, get array] of
-    uint32), ``stopping`` (no new requests), ``loop``.  ``done`` resolves at the end."""
+    uint32), ``stopping`` (no new requests), and what the driver supplies: ``clock_ns()``
+    (latencies), ``new_done()`` (``done``, resolved at the end) and ``open(conn, addr,
+    failed)`` (connect a ServerConn; ``failed(reason)`` if that fails)."""
 
     def __init__(self, cid, keyspace, plan, requests, depth, run, versioned=True):
         self.cid = cid
         self.tally = Tally()
         self.failure = None
-        self.done = run.loop.create_future()
+        self.done = run.new_done()
         self.start_ns = self.end_ns = None
         self._ks = keyspace
         self._plan = plan
@@ -234,17 +233,13 @@ class MixClient:
         if conn is None:
             addr = self._run.slots.addrs[index]
             conn = self._conns[index] = ServerConn(self, index, addr)
-            host, port = parse_addr(addr)
-            conn.opening = self._run.loop.create_task(
-                self._run.loop.create_connection(lambda: conn, host, port))
-            conn.opening.add_done_callback(
-                lambda t: t.cancelled() or t.exception() is None or self.fail(
-                    'cannot connect to %s: %s' % (addr, _reason(t.exception()))))
+            self._run.open(conn, addr, lambda reason: self.fail(
+                'cannot connect to %s: %s' % (addr, reason)))
         return conn
 
     def start(self):
         """Send the first requests."""
-        self.start_ns = _perf_ns()
+        self.start_ns = self._run.clock_ns()
         self.refill()
 
     def refill(self):
@@ -253,7 +248,8 @@ class MixClient:
         The hot loop of the generator: locals and one inlined send per request."""
         if self.done.done():
             return
-        run, now, dirty = self._run, _perf_ns(), self._dirty
+        run, dirty = self._run, self._dirty
+        now = run.clock_ns()
         owners, conns, key_of, plan = run.slots.owners, self._conns, self._ks.key, self._plan
         while self._in_flight < self._depth and self._remaining and not run.stopping:
             is_get, i = next(plan)
@@ -320,7 +316,7 @@ class MixClient:
             tally.ok[0] += 1
         else:
             tally.wrong[0] += 1
-        now = _perf_ns()
+        now = self._run.clock_ns()
         ticks = (now - t0) // TICK_NS
         self._run.latencies[is_get].append(ticks if ticks <= MAX_TICKS else MAX_TICKS)
         self._in_flight -= 1
@@ -344,8 +340,3 @@ class MixClient:
             if conn.transport is not None:
                 conn.transport.close()
         self.done.set_result(reason)
-
-
-def _reason(exc):
-    """A short reason for a failed connect."""
-    return getattr(exc, 'strerror', None) or str(exc) or type(exc).__name__

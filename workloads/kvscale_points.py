@@ -24,6 +24,10 @@ The steps, all on emulated hosts:
 6. ``kvcluster_admin info``: every server's key count, cache hits, misses and
    evictions, as the servers themselves report them (INFO, DBSIZE).
 
+In simulation (``--backend sim``) the same steps run there (``resetstat`` and ``info``
+through ``kvcluster_admin.simulate``); the mix's stamps are ``ctx.clock()`` (virtual
+seconds) and the servers' CPU seconds are not measured (a simulated server has no process).
+
 Log names follow :func:`names` (``analysis.kvscale`` uses the same rule).
 """
 
@@ -31,11 +35,10 @@ import json
 import os
 import shutil
 import sys
-import tempfile
-import time
 
 from nodes.kv import cluster
 from repronet.emu.process import LogReady, TcpListening, cpu_seconds
+from workloads.scratch import point_folder
 
 PORT = 6379
 SERVERS = ('ours', 'redis')
@@ -156,11 +159,8 @@ class Point:
 
     def run(self):
         """Run the point; nodes are stopped and the data removed on every path."""
-        os.makedirs(self.params.workdir, exist_ok=True)
-        self.data = tempfile.mkdtemp(prefix='kvscale-p%03d-' % self.point['point'],
-                                     dir=self.params.workdir)
+        self.data = point_folder(self.ctx, 'kvscale-p%03d' % self.point['point'])
         try:
-            os.chmod(self.data, 0o755)
             self._run()
             return self.result
         finally:
@@ -194,12 +194,12 @@ class Point:
         members = member_names(len(servers))
         with ctx.timed():
             ctx.release(mixers, timeout=120)
-            self.result['mix_start'] = round(time.time(), 6)
-            before = [cpu_seconds(s.pid) for s in servers]
+            self.result['mix_start'] = round(ctx.clock(), 6)
+            before = [self._cpu(s) for s in servers]
             for node in mixers:
                 node.wait(timeout=WAIT_SLACK_S + 2 * p.duration)
-            after = [cpu_seconds(s.pid) for s in servers]
-            self.result['mix_end'] = round(time.time(), 6)
+            after = [self._cpu(s) for s in servers]
+            self.result['mix_end'] = round(ctx.clock(), 6)
         # each server's own CPU seconds over the mix: how much of its limit it used
         self.result['server_cpu_s'] = {
             m: round(a - b, 3) for m, a, b in zip(members, after, before)
@@ -209,6 +209,10 @@ class Point:
                                           if node.returncode != 0]
         self._admin('info', spec)
         self.result['servers_alive'] = sum(1 for s in servers if s.poll() is None)
+
+    def _cpu(self, server):
+        """A server's CPU seconds so far, or None (gone, or simulated: no process)."""
+        return None if server.pid is None else cpu_seconds(server.pid)
 
     def _start_servers(self, spec):
         """Start every server of the point at once, then wait until each is ready."""

@@ -78,6 +78,16 @@ async def unless_stopped(awaitable, stop):
     return False, None
 
 
+def cpu_fields(cpu):
+    """A summary's cpu_s, run_cpu_s and connect_cpu_s from (at start, at go, now) process
+    CPU seconds; None each in a simulated run (cpu None: the process is not the host)."""
+    if cpu is None:
+        return dict(cpu_s=None, run_cpu_s=None, connect_cpu_s=None)
+    start, go, now = cpu
+    return dict(cpu_s=round(now, 3), run_cpu_s=round(now - go, 3),
+                connect_cpu_s=round(go - start, 3))
+
+
 def count_error(errors, reply):
     """Count a RESP error reply in errors {kind: n} under its first word (ERR, WRONGTYPE,
     MOVED...); past MAX_ERROR_KINDS kinds, under 'other' (a server cannot grow the dict)."""

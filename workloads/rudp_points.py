@@ -19,9 +19,9 @@ Log names: ``pNNN-send.jsonl``/``pNNN-recv.jsonl`` (ours), ``pNNN-iperf3-client.
 import os
 import shutil
 import sys
-import tempfile
 
 from repronet.emu.process import LogReady, TcpListening, UdpBound
+from workloads.scratch import point_folder
 from workloads.transfer_points import file_sha256
 
 PORT = 7100
@@ -47,8 +47,7 @@ class Point:
 
     def run(self):
         """Run the point's mode; nodes stopped and received data removed on every path."""
-        out = tempfile.mkdtemp(prefix='rudp-%s-' % self.tag, dir=self.params.workdir)
-        os.chmod(out, 0o755)
+        out = point_folder(self.ctx, 'rudp-%s' % self.tag)
         try:
             getattr(self, '_' + self.point['mode'].replace('92k', ''))(out)
         finally:

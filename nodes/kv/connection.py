@@ -1,4 +1,7 @@
-"""One client connection of the KV node: an asyncio Protocol between a socket and the core.
+"""One client connection of the KV node: between a transport and the core, whatever moves
+the bytes (``server.py`` gives it an asyncio transport and the wall clock, ``sim_server.py`` a
+simulated stream and virtual time: ``node.wall()`` is the time the core is given, ``node.loop``
+has ``time()`` and ``call_later()``).
 
 It feeds what it reads to its `core.Connection`, hands the log records the core produced to
 the server (`KVServer.log_written`) and writes the replies: at once, or, with ``appendfsync
@@ -27,11 +30,7 @@ At end of input from the client the connection closes once its held replies are 
 (input not yet fed is dropped, as Redis drops a client that shut its side).
 """
 
-import asyncio
 import collections
-import time
-
-from nodes.dht.common import nodelay
 
 MAX_CLIENTS_REPLY = b'-ERR max number of clients reached\r\n'
 MAX_INPUT_REPLY = b'-ERR max input buffer reached\r\n'
@@ -49,8 +48,8 @@ def slice_bytes(max_pending, max_value, largest_reply=0):
     return max(_SLICE_RANGE[0], min(_SLICE_RANGE[1], max_pending * _MIN_REQUEST // worst))
 
 
-class ClientProtocol(asyncio.Protocol):
-    """One client connection."""
+class ClientProtocol:
+    """One client connection (the asyncio driver subclasses it as an asyncio.Protocol)."""
 
     def __init__(self, node):
         self.node = node
@@ -78,19 +77,18 @@ class ClientProtocol(asyncio.Protocol):
             transport.write(MAX_CLIENTS_REPLY)
             transport.close()
             return
-        nodelay(transport)
         transport.set_write_buffer_limits(high=node.high_water, low=node.high_water // 4)
-        self.conn = node.core.connect(time.time())
-        node.clients.add(self)
+        self.conn = node.core.connect(node.wall())
+        node.clients[self] = None
         if node.idle_timeout:
             self.timer = node.loop.call_later(node.idle_timeout, self._idle)
 
     def connection_lost(self, exc):
         if self.conn is None:
             return
-        self.node.clients.discard(self)
-        self.node.waiting.discard(self)
-        self.conn.close(time.time())
+        self.node.clients.pop(self, None)
+        self.node.waiting.pop(self, None)
+        self.conn.close(self.node.wall())
         self.conn = None
         self.held.clear()
         self.held_bytes = 0
@@ -113,7 +111,7 @@ class ClientProtocol(asyncio.Protocol):
                 or self.held_bytes > node.high_water:
             self.backlog = data
         else:                           # the common case: one slice, room to answer
-            self._deliver(self.conn.receive(data, time.time()))
+            self._deliver(self.conn.receive(data, node.wall()))
             if self.held_bytes > node.high_water:
                 self._pause()
             if self.conn is not None:
@@ -148,7 +146,7 @@ class ClientProtocol(asyncio.Protocol):
             self.transport.write(data)
         if self.held:
             return
-        self.node.waiting.discard(self)
+        self.node.waiting.pop(self, None)
         if self.close_after:
             self.transport.close()
         elif self.conn is not None:
@@ -163,7 +161,7 @@ class ClientProtocol(asyncio.Protocol):
                 break
             piece = data if pos == 0 and len(data) <= step else data[pos:pos + step]
             pos += len(piece)
-            self._deliver(self.conn.receive(piece, time.time()))
+            self._deliver(self.conn.receive(piece, node.wall()))
             if self.conn is None or self.transport.is_closing():
                 return
         self.backlog, self.pos = (data, pos) if pos < len(data) else (b'', 0)
@@ -189,10 +187,10 @@ class ClientProtocol(asyncio.Protocol):
         node.input_bytes -= self.input_held
         self.input_held = 0
         self.backlog, self.pos = b'', 0
-        self.conn.close(time.time())    # frees the parser's buffer before the socket goes
+        self.conn.close(node.wall())    # frees the parser's buffer before the socket goes
         self.held.clear()               # replies waiting for fdatasync are not sent
         self.held_bytes = 0
-        node.waiting.discard(self)
+        node.waiting.pop(self, None)
         self.transport.write(MAX_INPUT_REPLY)
         self.transport.close()
 
@@ -205,7 +203,7 @@ class ClientProtocol(asyncio.Protocol):
         if wait_for is not None:
             self.held.append((wait_for, out.replies))
             self.held_bytes += len(out.replies)
-            node.waiting.add(self)
+            node.waiting[self] = None
             if out.close:
                 self.close_after = True
         else:

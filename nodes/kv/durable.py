@@ -175,29 +175,31 @@ def _sync_dir(path):
         os.close(fd)
 
 
-class Syncer:
-    """appendfsync for one AppendLog on one event loop.
+class SyncPolicy:
+    """appendfsync for one AppendLog, whatever runs the fdatasync (`Syncer`: a worker
+    thread; the simulator's `sim_server.SimSyncer`: virtual time).
 
     `synced` is the file length known to be on disk. With 'always' the driver holds each
     acknowledging reply until `synced` reaches the log's end at the time of the write, and
-    `on_synced(synced)` releases them.
+    `on_synced(synced)` releases them. A subclass starts one fdatasync in ``_begin(target)``
+    and calls ``_done(target, exc)`` when it returned; ``call_later(delay, fn)`` runs the
+    ``everysec`` timer.
     """
 
-    def __init__(self, log, policy, loop, on_synced, on_error):
+    def __init__(self, log, policy, call_later, on_synced, on_error):
         if policy not in POLICIES:
             raise ValueError('appendfsync must be one of %s' % ', '.join(POLICIES))
         self.log = log
         self.policy = policy
         self.synced = log.end
         self.fsyncs = 0
-        self._loop = loop
+        self._call_later = call_later
         self._on_synced = on_synced
         self._on_error = on_error
-        self._running = None                # the future of the fdatasync under way
+        self._running = None                # the fdatasync under way
         self._timer = None
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='fsync')
         if policy == 'everysec':
-            self._timer = loop.call_later(1.0, self._tick)
+            self._timer = call_later(1.0, self._tick)
 
     def written(self):
         """The driver appended to the log; with 'always' start an fdatasync unless one runs."""
@@ -205,20 +207,15 @@ class Syncer:
             self._start()
 
     def _tick(self):
-        self._timer = self._loop.call_later(1.0, self._tick)
+        self._timer = self._call_later(1.0, self._tick)
         if self._running is None and self.log.end > self.synced:
             self._start()
 
     def _start(self):
-        target = self.log.end
-        self._running = self._loop.run_in_executor(self._pool, self.log.sync)
-        self._running.add_done_callback(lambda fut: self._done(fut, target))
+        self._running = self._begin(self.log.end)
 
-    def _done(self, fut, target):
+    def _done(self, target, exc):
         self._running = None
-        if fut.cancelled():
-            return
-        exc = fut.exception()
         if exc is not None:
             self._on_error('cannot fdatasync the log file %s: %s' % (self.log.path, exc))
             return
@@ -228,18 +225,45 @@ class Syncer:
         if self.policy == 'always' and self.log.end > self.synced:
             self._start()
 
-    async def close(self):
-        """Stop the timer, wait for a running fdatasync, sync what is left, stop the thread."""
+    def _stop_timer(self):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def _final_sync(self):
+        """The clean shutdown's last fdatasync, when anything is not yet synced."""
+        if self.log.end > self.synced:
+            self.log.sync()
+            self.fsyncs += 1
+            self.synced = self.log.end
+
+
+class Syncer(SyncPolicy):
+    """`SyncPolicy` on an asyncio loop, each fdatasync on a worker thread."""
+
+    def __init__(self, log, policy, loop, on_synced, on_error):
+        self._loop = loop
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix='fsync')
+        super().__init__(log, policy, loop.call_later, on_synced, on_error)
+
+    def _begin(self, target):
+        running = self._loop.run_in_executor(self._pool, self.log.sync)
+        running.add_done_callback(lambda fut: self._finished(fut, target))
+        return running
+
+    def _finished(self, fut, target):
+        if fut.cancelled():
+            self._running = None
+            return
+        self._done(target, fut.exception())
+
+    async def close(self):
+        """Stop the timer, wait for a running fdatasync, sync what is left, stop the thread."""
+        self._stop_timer()
         if self._running is not None:
             try:
                 await self._running
             except OSError:
                 pass                        # reported by _done; the final sync tries again
-        if self.log.end > self.synced:
-            self.log.sync()
-            self.fsyncs += 1
-            self.synced = self.log.end
+        self._final_sync()
         self._pool.shutdown(wait=True)

@@ -33,6 +33,9 @@ says where to bind), and the ready line adds its name, slots owned and slot shar
 
 ``--profile PATH`` runs the process under cProfile and dumps the stats at exit, the way to
 see where the CPU goes (``python3 -m pstats PATH``).
+
+``simulate(env, argv)`` runs the same server in the simulator (`sim_server`: the same core
+and connection policy over simulated streams, the log file written, fdatasync modelled).
 """
 
 import argparse
@@ -41,21 +44,22 @@ import cProfile
 import os
 import resource
 import sys
+import time
 
 if __package__ in (None, ''):       # run as nodes/kv/server.py: make the repo importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
 
-from nodes.dht.common import JsonLog, error, loop_factory, stop_event_on_signals  # noqa: E402
+from nodes.dht.common import (JsonLog, error, loop_factory, nodelay,  # noqa: E402
+                              stop_event_on_signals)
 from nodes.kv import cluster, cluster_commands, durable  # noqa: E402
-from nodes.kv.connection import HIGH_WATER, ClientProtocol, slice_bytes  # noqa: E402
-from nodes.kv.core import KVConfig, KVCore  # noqa: E402
+from nodes.kv.connection import ClientProtocol  # noqa: E402
+from nodes.kv.core import KVConfig  # noqa: E402
+from nodes.kv.serving import (IDLE_TIMEOUT, MAX_INPUT_BYTES,  # noqa: E402
+                              MAX_PENDING_BYTES, KVBook, open_log, ready_fields)
 
-MAX_PENDING_BYTES = 64 << 20    # unsent replies per client before it is closed
-MAX_INPUT_BYTES = 256 << 20     # unfinished input of all clients together
-_READ_ROOM = 1 << 20            # a client's reads beyond its largest request (backlog)
 MAX_BULK = 512 << 20            # Redis's proto-max-bulk-len: the largest key or value allowed
-IDLE_TIMEOUT = 300.0
+_READ_ROOM = 1 << 20            # a client's reads beyond its largest request (backlog)
 
 
 def default_max_connections():
@@ -64,85 +68,39 @@ def default_max_connections():
     return 10000 if soft == resource.RLIM_INFINITY else max(1, min(10000, soft - 32))
 
 
-class KVServer:
+class _Client(ClientProtocol, asyncio.Protocol):
+    """A client connection on a real socket: Nagle off, then `ClientProtocol`."""
+
+    def connection_made(self, transport):
+        nodelay(transport)
+        super().connection_made(transport)
+
+
+class KVServer(KVBook):
     """The asyncio side of one KV node: listener, clients, log file and fsync policy."""
 
     def __init__(self, cfg, loop, log=None, recovery=None, appendfsync='everysec',
                  max_connections=None, max_pending=MAX_PENDING_BYTES,
                  idle_timeout=IDLE_TIMEOUT, max_input=MAX_INPUT_BYTES):
-        read = log.read if log is not None and cfg.storage == 'log' else None
-        self.core = KVCore(cfg, recovery=recovery, read=read)
+        super().__init__(cfg, log, recovery, appendfsync,
+                         max_connections or default_max_connections(), max_pending,
+                         idle_timeout, max_input)
         self.loop = loop
-        self.log = log
-        self.appendfsync = appendfsync
-        self.max_connections = max_connections or default_max_connections()
-        self.max_pending = max_pending
-        self.high_water = min(HIGH_WATER, max_pending // 2)
-        self.slice = slice_bytes(max_pending, cfg.max_value_bytes, self.core.largest_reply())
-        self.idle_timeout = idle_timeout
-        self.max_input = max_input
-        self.input_bytes = 0            # unfinished requests and backlogs of all clients
-        self.counters = dict(rejected_connections=0, slow_closed=0,
-                             idle_closed=0, closed_by_core=0, input_closed=0)
-        self.clients = set()
-        self.waiting = set()            # clients holding replies until an fdatasync
-        self.closing = False
-        self.failure = None             # why the log cannot be trusted any more
         self.stop = None
         self.server = None
-        self._bad_lines = 0
-        self.syncer = None
         if log is not None:
-            self.syncer = durable.Syncer(log, appendfsync, loop, self._synced, self.fail)
+            self.syncer = durable.Syncer(log, appendfsync, loop, self.synced, self.fail)
 
-    def log_written(self):
-        """Append the core's new log records; return the log end the replies must wait
-        for (appendfsync always) or None."""
-        data = self.core.take_log()
-        if self.log is None or not data:
-            return None
-        if self.failure is not None:
-            return float('inf')         # never acknowledged: the log is not trusted
-        try:
-            self.log.append(data)
-        except OSError as exc:
-            self.fail('cannot write the log file %s: %s' % (self.log.path, exc))
-            return float('inf')
-        self.syncer.written()
-        return self.log.end if self.appendfsync == 'always' else None
+    wall = staticmethod(time.time)      # the time the core is given
+    error = staticmethod(error)
 
-    def fail(self, reason):
-        """The log cannot be made durable: say so once and stop the server (exit 1)."""
-        if self.failure is None:
-            self.failure = reason
-            error(reason)
-            if self.stop is not None:
-                self.stop.set()
-
-    def bad_client(self, transport, why):
-        """One stderr line about a client closed for misbehaving (the first 20 only)."""
-        self._bad_lines += 1
-        if self._bad_lines <= 20:
-            error('closing client %s: %s' % (transport.get_extra_info('peername'), why))
-
-    def shed_input(self):
-        """Over --max-input-bytes: close the clients holding the most input until under."""
-        while self.input_bytes > self.max_input and self.clients:
-            victim = max(self.clients, key=_input_held)
-            if victim.input_held <= 0:
-                return
-            self.counters['input_closed'] += 1
-            self.bad_client(victim.transport, 'the unfinished input of all clients '
-                            'exceeds --max-input-bytes')
-            victim.drop_input()
-
-    def _synced(self, synced):
-        for client in list(self.waiting):
-            client.release(synced)
+    def on_failure(self):
+        if self.stop is not None:
+            self.stop.set()
 
     async def start(self, host, port):
         """Start listening; return the bound (host, port)."""
-        self.server = await self.loop.create_server(lambda: ClientProtocol(self), host, port,
+        self.server = await self.loop.create_server(lambda: _Client(self), host, port,
                                                     reuse_address=True, backlog=511)
         return self.server.sockets[0].getsockname()[:2]
 
@@ -162,19 +120,6 @@ class KVServer:
             self.fail('cannot fdatasync the log file %s: %s' % (self.log.path, exc))
         if self.log is not None:
             self.log.close()
-
-    def summary(self):
-        """The core's counters and this driver's."""
-        info = dict(self.core.info())
-        info.update(self.counters, input_bytes=self.input_bytes)
-        if self.syncer is not None:
-            info.update(appendfsync=self.appendfsync, fsyncs=self.syncer.fsyncs,
-                        log_file_bytes=self.log.end)
-        return info
-
-
-def _input_held(client):
-    return client.input_held
 
 
 def _count(low, high=None):
@@ -336,37 +281,28 @@ async def _main(args, out):
     """Recover the log, serve until SIGTERM/SIGINT, return the exit status."""
     loop = asyncio.get_running_loop()
     stop = stop_event_on_signals(loop)
-    log = recovery = None
-    recovered = {}
-    if args.log:
-        log = durable.AppendLog(args.log)
-        log.open()
-        recovery, bad_tail = log.recover(args.storage, args.config.max_payload())
-        recovered = dict(records=recovery.records, valid_bytes=recovery.valid_bytes,
-                         total_bytes=recovery.total_bytes, problem=recovery.problem,
-                         bad_tail=bad_tail)
-        if bad_tail is not None:
-            error('log file %s: %s; kept its first %d bytes, moved the other %d to %s'
-                  % (args.log, recovery.problem or 'bytes after the last record',
-                     recovery.valid_bytes, recovery.total_bytes - recovery.valid_bytes,
-                     bad_tail))
-            out.write('recovery', flush=True, **recovered)
+    log, recovery, recovered = open_log(args, out, error)
     node = KVServer(args.config, loop, log, recovery, args.appendfsync,
                     args.max_connections, args.max_pending_bytes, args.idle_timeout,
                     args.max_input_bytes)
     node.stop = stop
     try:
         host, port = await node.start(args.host, args.port)
-        recovered['keys'] = node.core.info().get('keys')
-        out.write('ready', flush=True, host=host, port=port, loop=args.loop_name,
-                  pid=os.getpid(), appendfsync=args.appendfsync if log else None,
-                  storage=args.storage, cache=args.cache, cache_size=args.cache_size,
-                  recovered=recovered, **node.core.cluster_info())
+        out.write('ready', flush=True, **ready_fields(args, node, recovered, host, port,
+                                                     args.loop_name, os.getpid()))
         await stop.wait()
     finally:
         await node.close()
     out.write('summary', flush=True, loop=args.loop_name, **node.summary())
     return 1 if node.failure is not None else 0
+
+
+def simulate(env, argv):
+    """Run this server in the simulator (`repronet.sim`): the same core and connection
+    policy over simulated streams, in virtual time (`sim_server`)."""
+    from nodes.kv.sim_server import SimKVServer
+    args = parse_args(argv)
+    SimKVServer(env, args, args.max_connections or default_max_connections()).start()
 
 
 def main(argv=None):

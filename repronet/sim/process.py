@@ -16,8 +16,8 @@ through ``env``, which offers the same things in virtual time:
 * ``env.log`` (a ``JsonLog``-like writer: ``write(event, t=None, flush=False, **fields)``,
   ``t`` defaulting to the virtual time) into ``logs/<name>.jsonl``; ``env.error(text)`` into
   ``logs/<name>.err``;
-* ``env.ready(**fields)`` (the readiness line), ``env.barrier(fn)`` (ready, then fn() at the
-  runner's ``go``), ``env.on_stop(fn)`` (what SIGTERM does: fn() must end with
+* ``env.ready(**fields)`` (the readiness line), ``env.barrier(fn, **fields)`` (ready, then
+  fn() at the runner's ``go``), ``env.on_stop(fn)`` (what SIGTERM does: fn() must end with
   ``env.exit(code)``), ``env.exit(code)``.
 
 Every callback into the program goes through ``_call``: none runs after the node exited or
@@ -157,10 +157,10 @@ class SimProcess:
     def ready(self, **fields):
         self.log.write('ready', **fields)
 
-    def barrier(self, fn):
-        """Log ready; call fn() when the runner releases the barrier (go)."""
+    def barrier(self, fn, **fields):
+        """Log ready (with fields); call fn() when the runner releases the barrier (go)."""
         self.released = fn
-        self.log.write('ready')
+        self.log.write('ready', **fields)
 
     def on_stop(self, fn):
         self.stop_fn = fn
