@@ -82,7 +82,7 @@ class _Guarded:
         self.proc._call(self.inner.connection_made, conn)
 
     def data_received(self, conn, data):
-        self.proc._call(self.inner.data_received, conn, data)
+        self.proc._call_sized(len(data), self.inner.data_received, conn, data)
 
     def connection_lost(self, conn, why):
         self.proc.conns.pop(conn, None)
@@ -144,7 +144,8 @@ class SimProcess:
         return conn
 
     def bind_udp(self, port, received):
-        self.stack.bind_udp(port, lambda data, src: self._call(received, data, src))
+        self.stack.bind_udp(port, lambda data, src: self._call_sized(len(data), received,
+                                                                    data, src))
         self.udp_ports.append(port)
 
     def sendto(self, data, addr, sport=0):
@@ -253,13 +254,17 @@ class SimProcess:
     # -- internals ----------------------------------------------------------------------
     def _call(self, fn, *args):
         """Run a callback of the program unless it ended; hold it while paused; charge CPU."""
+        self._call_sized(0, fn, *args)
+
+    def _call_sized(self, nbytes, fn, *args):
+        """_call for a callback that received nbytes (charged per byte as well)."""
         if self.returncode is not None:
             return
         if self.paused:
             self.held.append((fn, args))
             return
         if self.cpu is not None:
-            start = self.cpu.claim(self)
+            start = self.cpu.claim(self, nbytes)
             if start is not None:           # run once a core and this node's thread are free
                 self.engine.at(start, self._run_charged, fn, args)
                 return
