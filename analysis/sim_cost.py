@@ -166,20 +166,6 @@ def predicted_ms(rows, theta):
     return rows['sim_ms'].to_numpy(float) + x @ np.asarray(theta)
 
 
-def daemon_lateness_us(emu_dir):
-    """Mean lateness (us) of the delay daemons' releases over the run, weighted by packets
-    (their own stats records), or None."""
-    total = weight = 0.0
-    for path in glob.glob(str(pathlib.Path(emu_dir) / 'logs' / 'linkdelay-*.jsonl')):
-        with open(path) as f:
-            for line in f:
-                rec = json.loads(line)
-                if rec.get('event') == 'stats' and rec.get('late_us_mean') is not None:
-                    total += rec['late_us_mean'] * rec.get('accepted', 0)
-                    weight += rec.get('accepted', 0)
-    return total / weight if weight else None
-
-
 def flag(theta):
     """The --sim-cost value of (base, server_byte, client_byte)."""
     base, server_byte, client_byte = theta
@@ -221,7 +207,7 @@ def main(argv=None):
             r.part, r.variant, r.emu_ms, r.sim_ms, r.fitted_ms, r.fitted_ms / r.emu_ms))
     print('per callback %.1f us, per byte an index server receives %.1f ns, per byte a '
           'client receives %.1f ns' % (theta[0] * 1e6, theta[1] * 1e9, theta[2] * 1e9))
-    late = daemon_lateness_us(args.emu_dir)
+    late = crosscheck.link_lateness_us(args.emu_dir)
     if late is not None and math.isfinite(late):
         print('the delay daemons released held packets %.0f us late on average (their own '
               'stats over the whole run): the emulator\'s error, left inside the %.0f us per '
