@@ -82,7 +82,11 @@ class _Guarded:
         self.proc._call(self.inner.connection_made, conn)
 
     def data_received(self, conn, data):
-        self.proc._call_sized(len(data), self.inner.data_received, conn, data)
+        proc = self.proc
+        if proc.cpu is None:
+            proc._call(self.inner.data_received, conn, data)
+        else:
+            proc._call_sized(len(data), self.inner.data_received, conn, data)
 
     def connection_lost(self, conn, why):
         self.proc.conns.pop(conn, None)
@@ -254,7 +258,10 @@ class SimProcess:
     # -- internals ----------------------------------------------------------------------
     def _call(self, fn, *args):
         """Run a callback of the program unless it ended; hold it while paused; charge CPU."""
-        self._call_sized(0, fn, *args)
+        if self.cpu is None and self.returncode is None and not self.paused:
+            fn(*args)                       # the common case, without a second call
+        else:
+            self._call_sized(0, fn, *args)
 
     def _call_sized(self, nbytes, fn, *args):
         """_call for a callback that received nbytes (charged per byte as well)."""
