@@ -51,3 +51,22 @@ def test_the_model_records_both_charges_and_charges_nothing_unnamed(tmp_path):
         'seconds_per_byte_received': {'nodes.dht.server': 2e-7}}
     client = [p for p in net.backend.nodes if p.kind == 'nodes.dht.client'][0]
     assert net.backend.cpu.claim(client, 10 ** 6) is None
+
+
+def test_bytes_that_arrive_at_a_paused_server_are_charged_when_it_resumes(tmp_path):
+    """SIGSTOP holds a callback; SIGCONT runs it with its per-byte charge, so the model
+    charges the same in all as in a run without the pause."""
+    costs = {'nodes.dht.server/byte': PER_BYTE}
+    plain, _ = _register(tmp_path / 'plain', costs)
+    net = Net(tmp_path / 'paused', replicas=0, costs=costs)
+    servers = net.servers()
+    for proc in servers.values():
+        proc.pause()
+    client = net.client('p1', 'register-p1', 'register', barrier=False)
+    net.backend.run_until(lambda: False, 0.5)
+    assert client.returncode is None and net.backend.cpu.busy == 0      # all held
+    for proc in servers.values():
+        proc.resume()
+    assert client.wait(60) == 0, net.err(client)
+    assert net.backend.cpu.busy == pytest.approx(plain.backend.cpu.busy, rel=1e-9)
+    assert net.backend.cpu.busy > 0

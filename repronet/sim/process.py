@@ -252,8 +252,8 @@ class SimProcess:
         """SIGCONT: what waited runs now, in order."""
         self.paused = False
         held, self.held = self.held, []
-        for fn, args in held:
-            self.engine.at(self.engine.now, self._call, fn, *args)
+        for nbytes, fn, args in held:       # charged then, bytes and all
+            self.engine.at(self.engine.now, self._call_sized, nbytes, fn, *args)
 
     # -- internals ----------------------------------------------------------------------
     def _call(self, fn, *args):
@@ -268,7 +268,7 @@ class SimProcess:
         if self.returncode is not None:
             return
         if self.paused:
-            self.held.append((fn, args))
+            self.held.append((nbytes, fn, args))
             return
         if self.cpu is not None:
             start = self.cpu.claim(self, nbytes)
@@ -281,7 +281,7 @@ class SimProcess:
         if self.returncode is None and not self.paused:
             fn(*args)
         elif self.paused:
-            self.held.append((fn, args))
+            self.held.append((0, fn, args))
 
     def _release_sockets(self):
         for port in self.ports:
