@@ -24,6 +24,7 @@ row outside the target the reasons that can be seen mechanically).
 """
 
 import argparse
+import json
 import pathlib
 import sys
 
@@ -93,6 +94,24 @@ def _tables(run_dir, experiment):
     return out
 
 
+def link_lateness_us(run_dir):
+    """Mean lateness (us) of an emulated run's delay daemons in releasing held packets,
+    weighted by packets (the last stats record of each, logs/linkdelay-*.jsonl: the
+    daemon's stats are cumulative), or None."""
+    total = weight = 0.0
+    for path in sorted(pathlib.Path(run_dir, 'logs').glob('linkdelay-*.jsonl')):
+        last = None
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                if rec.get('event') == 'stats' and rec.get('late_us_mean') is not None:
+                    last = rec
+        if last is not None:
+            total += last['late_us_mean'] * last.get('accepted', 0)
+            weight += last.get('accepted', 0)
+    return total / weight if weight else None
+
+
 def load(emu_dir, sim_dir):
     """Return (emu manifest, sim manifest, emu tables, sim tables), or raise CrosscheckError."""
     emu = _manifest(emu_dir, 'emu', 'EMU_DIR')
@@ -111,7 +130,7 @@ def tables(emu_dir, sim_dir):
     """Return {'experiment', 'manifests', and each crosscheck table by name}."""
     emu, sim, emu_t, sim_t = load(emu_dir, sim_dir)
     data = {'experiment': emu['experiment'], 'manifests': (emu, sim),
-            'dirs': (str(emu_dir), str(sim_dir))}
+            'dirs': (str(emu_dir), str(sim_dir)), 'lateness_us': link_lateness_us(emu_dir)}
     if emu['experiment'] == 'dht8':
         data['crosscheck_dht8'], data['crosscheck_dht8_unmatched'] = \
             crosscheck_tables.dht8_table(emu_t['points'], sim_t['points'],

@@ -147,6 +147,8 @@ def model_reasons(key, r, costs):
                        'is the network\'s alone, the emulation\'s adds the nodes\', the '
                        'kernel\'s and the delay daemons\' work per message')
         return why
+    if any(k.endswith('/byte') for k in costs):
+        return _per_byte_reasons(row, variant, r)
     if r < 1 and 'batched' in variant and 'unbatched' not in variant:
         why.append('a batched REGISTER carries hundreds of names in one message, and '
                    '--sim-cost charges per callback, not per name')
@@ -160,6 +162,30 @@ def model_reasons(key, r, costs):
         why.append('one index server serves every client, and --sim-cost charges it as '
                    'much per callback as a client (half a measured search each), more than '
                    'the emulated server spends, so its one simulated thread saturates first')
+    return why
+
+
+def _per_byte_reasons(row, variant, r):
+    """model_reasons for a run charged per callback and per byte received (the model
+    analysis.sim_cost fits on Part I's one-client points)."""
+    why, one = [], row.get('servers') == 1
+    if r > 1 and one and 'batched' in variant and 'unbatched' not in variant:
+        why.append('the per-byte (per-name) cost was fitted on 250-name REGISTERs and a '
+                   'single 2,000-name one costs the emulation less per name; with one index '
+                   'server all of it falls on that server\'s one simulated thread, which '
+                   'then serialises the clients')
+    elif r < 1 and variant == 'register unbatched':
+        why.append('an unbatched REGISTER (store an entry, answer) costs the emulation more '
+                   'than a search of its size, and the model charges both alike')
+    elif variant == 'download' and r > 1:
+        why.append('the fitted per-callback cost is charged to all five callbacks of a '
+                   'download (its search, GET, file), more than the emulation spends there')
+    elif variant == 'download':
+        why.append('the peer\'s reading and sending of each file is charged to the '
+                   'receiving client per byte, so the one peer\'s own load is left out')
+    if r > 1 and one and variant == 'search' and (row.get('concurrent_clients') or 0) > 1:
+        why.append('one index server serves every client and is charged the same per '
+                   'callback as a client, so its one simulated thread saturates first')
     return why
 
 

@@ -354,3 +354,26 @@ def test_the_model_reasons_name_what_the_simulator_leaves_out():
     assert 'one index server' in model_reasons(central, 1.8, cost)[0]
     assert model_reasons(('III', 'search', 1, 2, 'part1'), 1.2, cost) == []
     assert model_reasons(key, float('nan'), cost) == []
+
+
+def test_a_per_byte_cost_gets_the_reasons_of_its_own_model():
+    """With --sim-cost per byte (analysis.sim_cost's fit), the reasons name what that model
+    leaves out, not the per-callback model's missing per-name charge."""
+    from analysis.crosscheck_tables import model_reasons
+    cost = {'nodes.dht.server': 4e-4, 'nodes.dht.server/byte': 4e-7}
+    assert 'per name' not in ' '.join(model_reasons(
+        ('I', 'register batched', 8, 1, 'part1'), 0.4, cost))
+    assert '250-name' in model_reasons(('III', 'register batched', 1, 4, 'part1'), 1.5,
+                                       cost)[0]
+    assert 'unbatched REGISTER' in model_reasons(('I', 'register unbatched', 8, 1, 'part1'),
+                                                 0.8, cost)[0]
+    assert 'five callbacks' in model_reasons(('I', 'download', 8, 1, 'part1'), 1.2, cost)[0]
+    assert 'peer' in model_reasons(('I', 'download', 8, 4, 'part1'), 0.8, cost)[0]
+
+
+def test_the_delay_daemons_lateness_is_read_from_their_last_stats_and_reported(runs, built):
+    """Each daemon's last (cumulative) stats record, weighted by its packets: p1 3.0 us and
+    s1 1.0 us over 1,000 packets each (their earlier 0.5 us records are not counted)."""
+    assert crosscheck.link_lateness_us(runs[0]) == pytest.approx(2.0)
+    report = (built[1] / 'report.md').read_text()
+    assert 'the delay daemons released held packets 2 us late on average' in report

@@ -92,6 +92,9 @@ def lost_reason(conn, why):
     return what + (': %s' % why if why else '')
 
 
+_HANDLERS = {}        # (driver class, action class) -> the driver's method for it
+
+
 class ClientDriving:
     """Carries out a ClientOps core's actions; a driver subclasses it with now(),
     _connect(act), _send(act), _close(act) and arm(when) (the one timer, at when or none)."""
@@ -134,7 +137,11 @@ class ClientDriving:
             if not acts:
                 break
             for act in acts:
-                getattr(self, '_' + type(act).__name__.lower())(act)
+                key = (type(self), type(act))
+                handler = _HANDLERS.get(key)
+                if handler is None:         # each action class maps to '_' + its name
+                    handler = _HANDLERS[key] = getattr(key[0], '_' + key[1].__name__.lower())
+                handler(self, act)
         self.arm(self.core.get_timer())
 
     def discard(self):

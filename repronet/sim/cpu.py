@@ -1,32 +1,45 @@
-"""Processing cost in the simulator: a per-callback charge on a machine of N cores.
+"""Processing cost in the simulator: a charge per callback and per byte received, on a
+machine of N cores.
 
 Zero by default: the simulated nodes answer instantly, which is what the emulation
 approaches only while the machine has idle CPU. With ``--sim-cost KIND=SECONDS,...``
-(``KIND`` is the node program's module, e.g. ``nodes.dht.server``; costs measured from an
-emulation run by ``python -m analysis.sim_cost RUN_DIR``) every callback into a node of that
-kind (a message batch arriving, a timer, a connection event) takes that long: it waits for
-the node's own single thread and for one of ``--sim-cores`` cores (default: this machine's
-count, what the emulation had), then its effects happen when the charge is paid. So the
-simulator can predict where the emulation becomes CPU-bound: the cores' busy share is
-recorded per timed part, as the emulation's CPU monitor does.
+(``KIND`` is the node program's module, e.g. ``nodes.dht.server``) every callback into a
+node of that kind (a message batch arriving, a timer, a connection event) takes that long;
+``KIND/byte=SECONDS`` adds that much per byte the callback received (a REGISTER of 2,000
+names is 42 KB, a search 31 bytes: one figure per byte covers both, where one per callback
+undercharged the batch by 4x). ``python -m analysis.sim_cost EMU SIM`` measures both from an
+emulation run. A charged callback waits for the node's own single thread and for one of
+``--sim-cores`` cores (default: this machine's count, what the emulation had), then its
+effects happen when the charge is paid. So the simulator can predict where the emulation
+becomes CPU-bound: the cores' busy share is recorded per timed part, as the emulation's CPU
+monitor does.
 """
 
 import importlib.util
 
+PER_BYTE = '/byte'
+
 
 class CpuModel:
-    """Cores shared by every node, one thread per node, a cost per callback by node kind."""
+    """Cores shared by every node, one thread per node, a cost per callback and per byte
+    received by node kind."""
 
     def __init__(self, engine, cores, costs):
         self.engine = engine
         self.free = [0.0] * max(1, int(cores))      # when each core is next idle
-        self.costs = dict(costs)
+        self.costs = {k: v for k, v in costs.items() if not k.endswith(PER_BYTE)}
+        self.per_byte = {k[:-len(PER_BYTE)]: v for k, v in costs.items()
+                         if k.endswith(PER_BYTE)}
         self.thread = {}                            # node -> when its thread is next idle
         self.busy = 0.0                             # core-seconds charged so far
 
-    def claim(self, proc):
-        """Charge one callback of proc; return the time its effects happen, or None (free)."""
-        cost = self.costs.get(getattr(proc, 'kind', None), 0.0)
+    def claim(self, proc, nbytes=0):
+        """Charge one callback of proc that received nbytes; return the time its effects
+        happen, or None (free)."""
+        kind = getattr(proc, 'kind', None)
+        cost = self.costs.get(kind, 0.0)
+        if nbytes:
+            cost += self.per_byte.get(kind, 0.0) * nbytes
         if not cost:
             return None
         now = self.engine.now
@@ -39,31 +52,36 @@ class CpuModel:
 
     def record(self):
         """What the manifest keeps about the model."""
-        return {'cores': len(self.free), 'seconds_per_callback': self.costs}
+        return {'cores': len(self.free), 'seconds_per_callback': self.costs,
+                'seconds_per_byte_received': self.per_byte}
 
 
 def parse_costs(text):
-    """'nodes.dht.server=40e-6,nodes.dht.client=25e-6' -> {kind: seconds}; ValueError."""
+    """'nodes.dht.server=40e-6,nodes.dht.server/byte=4e-7' -> {key: seconds}; ValueError."""
     costs = {}
     for item in filter(None, (part.strip() for part in (text or '').split(','))):
         kind, sep, value = item.partition('=')
+        kind = kind.strip()
         try:
             seconds = float(value)
         except ValueError:
             seconds = -1.0
         if not sep or not kind or not 0 <= seconds < 1:
-            raise ValueError('--sim-cost takes MODULE=SECONDS,... with each cost in [0, 1) '
-                             's, not %r' % item)
-        costs[kind.strip()] = seconds
+            raise ValueError('--sim-cost takes MODULE=SECONDS or MODULE/byte=SECONDS,... with '
+                             'each cost in [0, 1) s, not %r' % item)
+        costs[kind] = seconds
     for kind in costs:
-        if not _is_module(kind):
+        module = kind[:-len(PER_BYTE)] if kind.endswith(PER_BYTE) else kind
+        if not _is_module(module):
             raise ValueError('--sim-cost names %s, which is not a module (a node program, '
-                             'e.g. nodes.dht.server), so it would charge nothing' % kind)
+                             'e.g. nodes.dht.server), so it would charge nothing' % module)
     return costs
 
 
 def _is_module(name):
     """True if name is an importable module (a mistyped one would be charged nothing)."""
+    if '/' in name:
+        return False
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):      # its parent package is missing, or an empty part

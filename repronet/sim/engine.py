@@ -49,8 +49,8 @@ class Engine:
         if when < self.now:
             when = self.now
         event = Event(when, fn, args, self)
-        self._seq += 1
-        heapq.heappush(self._heap, (when, self._seq, event))
+        seq = self._seq = self._seq + 1
+        heapq.heappush(self._heap, (when, seq, event))
         return event
 
     def _cancelled(self):
@@ -92,12 +92,12 @@ class Engine:
         """Run events up to virtual time until (inclusive), or until stop() is true after
         an event, or until none is left. Returns 'stop', 'until' or 'idle'; with until the
         clock ends at until unless stop ended it first."""
-        heap = self._heap
+        heap, pop = self._heap, heapq.heappop
         while True:
             if stop is not None and stop():
                 return 'stop'
             while heap and not heap[0][2].alive:
-                heapq.heappop(heap)
+                pop(heap)
                 self._dead = max(0, self._dead - 1)
             if not heap:
                 if until is not None:
@@ -106,7 +106,7 @@ class Engine:
             if until is not None and heap[0][0] > until:
                 self.now = max(self.now, until)
                 return 'until'
-            when, _, event = heapq.heappop(heap)
+            when, _, event = pop(heap)
             event.alive = False
             self.now = when
             self.events += 1

@@ -82,7 +82,11 @@ class _Guarded:
         self.proc._call(self.inner.connection_made, conn)
 
     def data_received(self, conn, data):
-        self.proc._call(self.inner.data_received, conn, data)
+        proc = self.proc
+        if proc.cpu is None:
+            proc._call(self.inner.data_received, conn, data)
+        else:
+            proc._call_sized(len(data), self.inner.data_received, conn, data)
 
     def connection_lost(self, conn, why):
         self.proc.conns.pop(conn, None)
@@ -144,7 +148,8 @@ class SimProcess:
         return conn
 
     def bind_udp(self, port, received):
-        self.stack.bind_udp(port, lambda data, src: self._call(received, data, src))
+        self.stack.bind_udp(port, lambda data, src: self._call_sized(len(data), received,
+                                                                    data, src))
         self.udp_ports.append(port)
 
     def sendto(self, data, addr, sport=0):
@@ -247,19 +252,26 @@ class SimProcess:
         """SIGCONT: what waited runs now, in order."""
         self.paused = False
         held, self.held = self.held, []
-        for fn, args in held:
-            self.engine.at(self.engine.now, self._call, fn, *args)
+        for nbytes, fn, args in held:       # charged then, bytes and all
+            self.engine.at(self.engine.now, self._call_sized, nbytes, fn, *args)
 
     # -- internals ----------------------------------------------------------------------
     def _call(self, fn, *args):
         """Run a callback of the program unless it ended; hold it while paused; charge CPU."""
+        if self.cpu is None and self.returncode is None and not self.paused:
+            fn(*args)                       # the common case, without a second call
+        else:
+            self._call_sized(0, fn, *args)
+
+    def _call_sized(self, nbytes, fn, *args):
+        """_call for a callback that received nbytes (charged per byte as well)."""
         if self.returncode is not None:
             return
         if self.paused:
-            self.held.append((fn, args))
+            self.held.append((nbytes, fn, args))
             return
         if self.cpu is not None:
-            start = self.cpu.claim(self)
+            start = self.cpu.claim(self, nbytes)
             if start is not None:           # run once a core and this node's thread are free
                 self.engine.at(start, self._run_charged, fn, args)
                 return
@@ -269,7 +281,7 @@ class SimProcess:
         if self.returncode is None and not self.paused:
             fn(*args)
         elif self.paused:
-            self.held.append((fn, args))
+            self.held.append((0, fn, args))
 
     def _release_sockets(self):
         for port in self.ports:
