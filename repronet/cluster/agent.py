@@ -5,7 +5,7 @@
 
 - ``probe``: provenance (kernel, OS, versions, git revision) and capabilities of this server,
   plus what the cluster backend needs here (mnexec, the linkdelay binary).
-- ``signal DIR TOKEN SIGNAL``: signal the process group of the process ``launch.py`` started
+- ``signal DIR TOKEN SIGNAL [group|pid]``: signal the process group (or the process) of the process ``launch.py`` started
   under TOKEN; nothing once it has exited (the launcher removes its pid file before reaping
   it, so a reused number is never signalled).
 - ``listening DIR TOKEN PORT [udp]``: is a socket in that process's network namespace
@@ -47,13 +47,14 @@ def probe():
         'uid': os.geteuid()}
 
 
-def send_signal(folder, token, signame):
-    """Signal the group of TOKEN's process; say whether it was still there."""
+def send_signal(folder, token, signame, scope='group'):
+    """Signal the group of TOKEN's process (scope pid: the process alone); say whether it
+    was still there."""
     pid = _pid(folder, token)
     if pid is None:
         return {'sent': False}
     try:
-        os.killpg(pid, getattr(signal, signame))
+        (os.killpg if scope == 'group' else os.kill)(pid, getattr(signal, signame))
     except ProcessLookupError:
         return {'sent': False}
     return {'sent': True, 'pid': pid}
@@ -67,12 +68,21 @@ def listening(folder, token, port, udp=False):
 
 
 def record(folder, lines):
-    """Append records to DIR/state.jsonl."""
+    """Append records to DIR/state.jsonl; a host's shell becomes its PID (with start time)
+    and its network namespace (inode, interfaces, host), as the runner records them."""
+    from repronet.run.leftovers import start_time
+    from repronet.run.namespaces import netns
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, 'state.jsonl'), 'a') as f:
         for line in lines:
-            if line.strip():
-                f.write(json.dumps(json.loads(line)) + '\n')
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if 'shell' in entry:
+                pid = int(entry['shell'])
+                entry = {'pid': [pid, start_time(pid)],
+                         'namespace': [netns(pid), entry['intfs'], entry['host']]}
+            f.write(json.dumps(entry) + '\n')
     return {'recorded': True}
 
 
@@ -90,7 +100,7 @@ def clear(folder):
                     continue        # a line cut short by a crash
                 if 'pid' in entry:
                     data['pids'].append(entry['pid'])
-                if 'namespace' in entry:
+                if entry.get('namespace') and entry['namespace'][0] is not None:
                     data['namespaces'].append(entry['namespace'])
                 data['intfs'] += entry.get('intfs', [])
     except FileNotFoundError:

@@ -66,12 +66,14 @@ class RemotePopen(subprocess.Popen):
         super().__init__(machine.argv(command + ['--'] + [str(a) for a in argv], mux=False),
                          **kwargs)
 
-    def send_signal(self, sig):
-        """Signal the remote process group (retried while its pid file is not written yet)."""
+    def send_signal(self, sig, group=True):
+        """Signal the remote process group (or, group=False, the process alone); retried
+        while its pid file is not written yet."""
         deadline = time.monotonic() + 5
         while self.poll() is None:
             answer = self.machine.agent('signal', REMOTE_DIR, self.token,
-                                        signal.Signals(sig).name, check=False)
+                                        signal.Signals(sig).name, 'group' if group else 'pid',
+                                        check=False)
             if (answer or {}).get('sent') or time.monotonic() > deadline:
                 return
             time.sleep(0.05)

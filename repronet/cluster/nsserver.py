@@ -288,11 +288,12 @@ def remove_stale():
 
 
 def main(argv=None):
-    """Serve a namespace server until SIGINT/SIGTERM; print how to use it."""
+    """Serve a namespace server until SIGINT/SIGTERM, or (``-- CMD ...``) while CMD runs
+    with REPRONET_SSH_CONFIG and REPRONET_NSSERVER (the server's name) set."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv:
-        print('usage: python3 -m repronet.cluster.nsserver (no arguments; serves until '
-              'Ctrl-C)', file=sys.stderr)
+    if argv and (argv[0] != '--' or len(argv) < 2):
+        print('usage: python3 -m repronet.cluster.nsserver [-- CMD ARG...] (without CMD it '
+              'serves until Ctrl-C)', file=sys.stderr)
         return 2
     if os.geteuid() != 0:
         print('nsserver: needs root (it makes a network namespace)', file=sys.stderr)
@@ -302,6 +303,9 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         with NamespaceServer() as server:
+            if argv:
+                env = dict(os.environ, REPRONET_NSSERVER=server.name, **server.environ())
+                return subprocess.run(argv[1:], env=env).returncode
             print('namespace server %s at %s is up; in another shell:\n'
                   '  export REPRONET_SSH_CONFIG=%s\n'
                   '  sudo -E /usr/bin/python3 topologies/smoke.py --scale smoke '

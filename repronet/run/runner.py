@@ -174,6 +174,7 @@ class Experiment:
             return EXIT_FAILED
         try:
             options.check_out(params)
+            backends.precheck(self, params, REPO)
         except options.UsageError as e:
             print('%s: %s' % (self.name, e), file=sys.stderr)
             return 2
