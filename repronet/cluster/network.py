@@ -21,6 +21,7 @@ sent to a remote node's process group on its server.
 
 import json
 import signal
+import sys
 
 from repronet.cluster import links as cluster_links
 from repronet.cluster.nodes import ClusterHost, RemoteNodeProcess
@@ -142,10 +143,14 @@ def clean_remote(names):
     """Clear what this machine's runs left on each named server; return what went."""
     done = []
     for name in names:
-        machine = Machine(name)
-        if machine.local:
+        try:
+            machine = Machine(name)
+            if machine.local:
+                continue
+            answer = machine.agent('clear', REMOTE_DIR)
+        except ClusterError as e:
+            print('repronet clean: %s' % e, file=sys.stderr, flush=True)
             continue
-        answer = machine.agent('clear', REMOTE_DIR)
         done += ['%s: %s' % (name, item) for item in (answer or {}).get('done', [])]
     return done
 
