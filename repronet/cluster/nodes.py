@@ -37,7 +37,7 @@ import time
 from mininet.node import Node
 from mininet.examples.cluster import RemoteHost
 
-from repronet.cluster.ssh import LAUNCH, PYTHON, REMOTE_DIR
+from repronet.cluster.ssh import LAUNCH, PYTHON, REMOTE_DIR, die_with_parent, spawn
 from repronet.emu.process import NodeError, NodeProcess, TcpListening, UdpBound
 
 _tokens = itertools.count(1)
@@ -62,7 +62,7 @@ class RemotePopen(subprocess.Popen):
         for key, value in sorted((env or {}).items()):
             if os.environ.get(key) != value and key != 'PYTHONPATH':
                 command += ['--env', '%s=%s' % (key, value)]
-        kwargs.update(close_fds=True, start_new_session=True)
+        kwargs.update(close_fds=True, start_new_session=True, preexec_fn=die_with_parent)
         super().__init__(machine.argv(command + ['--'] + [str(a) for a in argv], mux=False),
                          **kwargs)
 
@@ -113,9 +113,8 @@ class ClusterHost(RemoteHost):
         prefix = list(self.sshcmd) if tt else self.machine.ssh_prefix(mux=False)
         if sudo:
             cmd = self.machine.sudo() + list(cmd)
-        params.update(close_fds=True, start_new_session=True)
         params.pop('preexec_fn', None)
-        return subprocess.Popen(prefix + [str(c) for c in cmd], **params)
+        return spawn(prefix + [str(c) for c in cmd], **params)
 
     def rpopen(self, *cmd, **opts):
         """A process in the server's root namespace (Mininet's RemoteLink uses it)."""

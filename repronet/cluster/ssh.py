@@ -26,6 +26,7 @@ import json
 import os
 import pathlib
 import shlex
+import signal
 import socket
 import subprocess
 import tempfile
@@ -177,9 +178,20 @@ class Machine:
 
 
 def spawn(argv, **kwargs):
-    """Popen in a new session with only stdin/stdout/stderr inherited (never the lock)."""
-    kwargs.setdefault('close_fds', True)
-    return subprocess.Popen(argv, start_new_session=True, **kwargs)
+    """Popen in a new session with only stdin/stdout/stderr inherited (never the lock),
+    that gets SIGTERM when the runner dies, even by SIGKILL (``PR_SET_PDEATHSIG``): its
+    connection then closes and the server ends what it carried (``launch.py``)."""
+    kwargs.update(close_fds=True, start_new_session=True, preexec_fn=die_with_parent)
+    return subprocess.Popen(argv, **kwargs)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    """In the child before exec: SIGTERM when the process that spawned it ends."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def explain_ssh_failure(name, stderr):
