@@ -35,6 +35,8 @@ import subprocess
 import sys
 import time
 
+from repronet.run import namespaces
+
 PREFIX = 'rnsrv-'
 KEY_ROOT = '/var/tmp/repronet-nsserver'
 POOL = ipaddress.ip_network('172.30.0.0/16')
@@ -71,21 +73,9 @@ def _free_slash30(rng):
     raise NsServerError('no free /30 in %s for the namespace server' % POOL)
 
 
-def _netns_inode(pid):
-    """The network namespace inode of pid, or None once it is gone."""
-    try:
-        return os.stat('/proc/%d/ns/net' % pid).st_ino
-    except OSError:
-        return None
-
-
 def _pids_in_netns(inode):
     """Every process (but this one) in the network namespace with that inode."""
-    pids = []
-    for entry in os.listdir('/proc'):
-        if entry.isdigit() and int(entry) != os.getpid() and _netns_inode(int(entry)) == inode:
-            pids.append(int(entry))
-    return pids
+    return namespaces.pids_by_netns().get(inode, [])
 
 
 class NamespaceServer:
@@ -188,7 +178,7 @@ class NamespaceServer:
         while True:
             if self.sshd.poll() is not None:
                 raise NsServerError('sshd in %s exited (%s)' % (self.name, self._sshd_err()))
-            self.netns_inode = _netns_inode(self.sshd.pid)
+            self.netns_inode = namespaces.netns(self.sshd.pid)
             probe = subprocess.run(self.ssh_argv() + ['true'], capture_output=True, text=True,
                                    stdin=subprocess.DEVNULL)
             if probe.returncode == 0:
