@@ -5,8 +5,8 @@
 
 - ``probe``: provenance (kernel, OS, versions, git revision) and capabilities of this server,
   plus what the cluster backend needs here (mnexec, the linkdelay binary).
-- ``signal DIR TOKEN SIGNAL [group|pid]``: signal the process group (or the process) of the process ``launch.py`` started
-  under TOKEN; nothing once it has exited (the launcher removes its pid file before reaping
+- ``signal DIR TOKEN SIGNAL [group|pid]``: signal the process group (or the process alone)
+  of the process ``launch.py`` started under TOKEN; nothing once it has exited (the launcher removes its pid file before reaping
   it, so a reused number is never signalled).
 - ``listening DIR TOKEN PORT [udp]``: is a socket in that process's network namespace
   listening on (bound to) PORT? (``repronet.emu.process.listening_inodes`` read here, where

@@ -132,6 +132,7 @@ class Machine:
                 (os.rmdir if path == folder else os.unlink)(path)
             except OSError:
                 pass
+        self.socket = None      # later commands make connections of their own
 
     # -- commands -----------------------------------------------------------------------
     def sudo(self):

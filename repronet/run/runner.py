@@ -373,8 +373,9 @@ def _open_cli(ctx, why):
 
 def _clear_errors():
     """Return the exception classes whose message needs no traceback."""
+    from repronet.cluster.ssh import ClusterError
     from repronet.emu import capabilities, linkemu_params, network
     from repronet.emu.process import NodeError
     from repronet.sim.process import SimNodeError
     return (capabilities.CapabilityError, linkemu_params.LinkEmulationError,
-            network.NetworkError, NodeError, SimNodeError, options.UsageError)
+            network.NetworkError, NodeError, SimNodeError, options.UsageError, ClusterError)
