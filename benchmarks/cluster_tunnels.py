@@ -77,7 +77,7 @@ def _measure(server, tunnel, seconds, pings):
     try:
         net.start()
         h1, h2, h3 = net.net.get('h1', 'h2', 'h3')
-        for label, dst in (('local veth', h2), ('across, ' + tunnel, h3)):
+        for label, dst in (('%s net: local veth' % tunnel, h2), ('%s net: across' % tunnel, h3)):
             rows.append((label, _rtt_ms(h1, dst, pings), _iperf_mbps(h1, dst, seconds)))
     finally:
         net.stop()
@@ -99,15 +99,12 @@ def main(argv=None):
         with NamespaceServer() as server:
             os.environ.update(server.environ())
             rows = []
-            for tunnel in ('vxlan', 'ssh'):
-                measured = _measure(server, tunnel, args.seconds, args.pings)
-                rows += measured if not rows else measured[1:]
-                if len(rows) == 2:      # the local row once, from the first network
-                    rows.append(measured[0] + ('(again, ssh network)',))
+            for tunnel in ('vxlan', 'ssh'):     # each network measures its local path too
+                rows += _measure(server, tunnel, args.seconds, args.pings)
     after = open('/proc/loadavg').read().split()[:3]
-    print('path                 RTT avg ms   iperf3 TCP Mbit/s')
-    for row in rows:
-        print('%-20s %10.3f   %10.1f  %s' % (row[0], row[1], row[2], ' '.join(row[3:])))
+    print('path                      RTT avg ms   iperf3 TCP Mbit/s')
+    for label, rtt, mbps in rows:
+        print('%-25s %10.3f   %10.1f' % (label, rtt, mbps))
     print('load average before %s, after %s (2 cores; shared machine)'
           % (' '.join(load), ' '.join(after)))
     return 0
