@@ -32,7 +32,7 @@ import subprocess
 
 from mininet.link import Link, Intf
 
-from repronet.cluster.ssh import ClusterError, spawn
+from repronet.cluster.ssh import ClusterError, route_to, spawn
 from repronet.emu.process import stop_popen
 
 VXLAN_PORT = 4789
@@ -112,7 +112,7 @@ class VxlanLink(_CrossLink):
 
     def make_tunnel(self, node1, name1, node2, name2, remote, vni):
         """One VXLAN device per side, same VNI, each pointing at the other server."""
-        local_address = _source_address(remote.address)
+        local_address = route_to(remote.address)[0]
         underlay = _underlay_mtu(remote.address)
         self.mtu = underlay - VXLAN_OVERHEAD
         for node, name, machine, here, there in (
@@ -168,20 +168,9 @@ def _free_tap(machine, serial):
             return n
 
 
-def _source_address(remote_address):
-    """This machine's source address towards the other server."""
-    out = subprocess.run(['ip', '-o', 'route', 'get', remote_address], capture_output=True,
-                         text=True).stdout.split()
-    if 'src' not in out:
-        raise ClusterError('no route from here to %s' % remote_address)
-    return out[out.index('src') + 1]
-
-
 def _underlay_mtu(remote_address):
     """The MTU of the interface that carries traffic to the other server."""
-    out = subprocess.run(['ip', '-o', 'route', 'get', remote_address], capture_output=True,
-                         text=True).stdout.split()
-    with open('/sys/class/net/%s/mtu' % out[out.index('dev') + 1]) as f:
+    with open('/sys/class/net/%s/mtu' % route_to(remote_address)[1]) as f:
         return int(f.read())
 
 

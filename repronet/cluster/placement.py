@@ -17,7 +17,7 @@ repronet revision differs from this machine's, or if it lacks what its hosts nee
 The probes go into the manifest as each server's provenance.
 """
 
-from repronet.cluster.ssh import REPO, ClusterError, Machine, is_local
+from repronet.cluster.ssh import REPO, ClusterError, Machine, is_local, route_to
 
 PLACEMENTS = ('block', 'roundrobin')
 DELAY_KEYS = ('delay', 'jitter', 'loss')
@@ -99,6 +99,8 @@ def precheck(topo, names, placement, local_probe):
             machine.disconnect()
         _compare(machine, local_probe)
         _needs(machine, topo, [h for h, m in where.items() if m == name])
+    here = next(m for m in machines.values() if m.local)
+    here.address = route_to(next(m for m in machines.values() if not m.local).address)[0]
     return machines, where
 
 

@@ -178,6 +178,15 @@ class Machine:
         return json.loads(out) if out.strip() else None
 
 
+def route_to(address):
+    """(source address, interface) this machine uses to reach address."""
+    out = subprocess.run(['ip', '-o', 'route', 'get', address], capture_output=True,
+                         text=True).stdout.split()
+    if 'src' not in out or 'dev' not in out:
+        raise ClusterError('no route from here to %s' % address)
+    return out[out.index('src') + 1], out[out.index('dev') + 1]
+
+
 def spawn(argv, **kwargs):
     """Popen in a new session with only stdin/stdout/stderr inherited (never the lock),
     that gets SIGTERM when the runner dies, even by SIGKILL (``PR_SET_PDEATHSIG``): its
