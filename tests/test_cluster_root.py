@@ -197,3 +197,28 @@ def test_killed_run_leaves_nothing_running_and_clean_removes_the_rest(server, tm
                            capture_output=True, text=True, timeout=120)
     assert clean.returncode == 0, clean.stderr
     _assert_nothing_left(server)
+
+
+def _namespace_server_gone(name, ident):
+    """Nothing of namespace server name is left: namespace, veth, keys, processes in it."""
+    from repronet.cluster import nsserver
+    links = subprocess.run(['ip', '-o', 'link'], capture_output=True, text=True).stdout
+    return (not os.path.exists('/run/netns/' + name) and 'rns%sa' % ident not in links
+            and not os.path.exists(os.path.join(nsserver.KEY_ROOT, ident)))
+
+
+def test_namespace_server_goes_on_sigterm_and_after_sigkill():
+    from repronet.cluster import nsserver
+    for signum in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen([PYTHON, '-m', 'repronet.cluster.nsserver'], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        name = proc.stdout.readline().split()[2]        # 'namespace server NAME at ...'
+        ident = name[len(nsserver.PREFIX):]
+        inode = os.stat('/run/netns/' + name).st_ino
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+        if signum == signal.SIGKILL:        # its sshd lives on until remove_stale()
+            assert namespaces.pids_by_netns().get(inode)
+            assert nsserver.remove_stale() == [name]
+        assert _namespace_server_gone(name, ident)
+        assert not namespaces.pids_by_netns().get(inode)
