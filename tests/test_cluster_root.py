@@ -9,7 +9,7 @@ the server, no interface in its root namespace but its veth, and no one but this
 the machine lock (other helpers' runs may hold or wait for it).
 
 Cost (measured on the 2-core development machine under a load of 5-8, see the report):
-about 6.5 minutes, most of it dht8 (its full smoke scale over VXLAN, Parts I and failover
+about 7 minutes, most of it dht8 (its full smoke scale over VXLAN, Parts I and failover
 over ssh tunnels). Without PR_SET_PDEATHSIG on the runner's ssh processes the SIGKILL test
 fails (checked): a remote host's shell ssh survives its runner.
 """
