@@ -23,7 +23,7 @@ import time
 import pytest
 
 from repronet.cluster.nsserver import NamespaceServer
-from repronet.cluster.ssh import REMOTE_DIR
+from repronet.cluster.ssh import REMOTE_DIR, SOCKET_ROOT
 from repronet.run import leftovers, namespaces
 from repronet.run.results import read_manifest
 
@@ -81,6 +81,8 @@ def _assert_nothing_left(server):
     assert _ours(server) == []
     assert leftovers.find() == CLEAN
     assert _remote_state(server) == ([], sorted(['lo', server.server_intf]))
+    sockets = os.listdir(SOCKET_ROOT) if os.path.isdir(SOCKET_ROOT) else []
+    assert [f for f in sockets if not os.path.exists('/proc/' + f.split('-')[0])] == []
     for pid in leftovers.lock_holders(leftovers.LOCK_PATH) - {os.getpid()}:
         # other runs may wait for the lock (/proc/locks lists them); none may be ours
         assert pid not in {p for p, _ in _ours(server)}
@@ -157,6 +159,7 @@ def test_unreachable_or_keyless_server_is_refused_before_anything(server, tmp_pa
         assert proc.returncode == 2, proc.stderr
         assert words in proc.stderr and proc.stderr.count('\n') == 1, proc.stderr
         assert not out.exists()
+    _assert_nothing_left(server)
 
 
 def _signalled_mid_transfer(server, out, signum):

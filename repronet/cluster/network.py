@@ -25,7 +25,7 @@ import sys
 
 from repronet.cluster import links as cluster_links
 from repronet.cluster.nodes import ClusterHost, RemoteNodeProcess
-from repronet.cluster.ssh import REMOTE_DIR, ClusterError, Machine
+from repronet.cluster.ssh import REMOTE_DIR, ClusterError, Machine, remove_stale_sockets
 from repronet.emu.network import Network, NetworkError
 from repronet.run.context import RunContext
 
@@ -141,6 +141,7 @@ def _intf_class_of(link_class):
 
 def clean_remote(names):
     """Clear what this machine's runs left on each named server; return what went."""
+    remove_stale_sockets()
     done = []
     for name in names:
         try:

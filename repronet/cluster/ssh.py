@@ -100,6 +100,7 @@ class Machine:
         if self.local or self.master is not None:
             return
         os.makedirs(SOCKET_ROOT, mode=0o700, exist_ok=True)
+        remove_stale_sockets()
         folder = tempfile.mkdtemp(prefix='%d-' % os.getpid(), dir=SOCKET_ROOT)
         self.socket = os.path.join(folder, 'master')
         self.master = spawn(['ssh'] + config_args() + [
@@ -110,7 +111,7 @@ class Machine:
         while not os.path.exists(self.socket):
             if self.master.poll() is not None:
                 why = self.master.stderr.read().decode(errors='replace').strip()
-                self.master = None
+                self.disconnect()
                 raise ClusterError(explain_ssh_failure(self.name, why))
             if time.monotonic() > deadline:
                 self.disconnect()
@@ -176,6 +177,21 @@ class Machine:
         command = ['env', 'PYTHONPATH=' + str(REPO), PYTHON] + AGENT + [str(a) for a in args]
         out = self.run(command, input=input, timeout=timeout, check=check)
         return json.loads(out) if out.strip() else None
+
+
+def remove_stale_sockets():
+    """Remove control-socket folders of runs that are gone (named by their runner's PID)."""
+    try:
+        folders = os.listdir(SOCKET_ROOT)
+    except FileNotFoundError:
+        return
+    for folder in folders:
+        pid = folder.split('-', 1)[0]
+        if pid.isdigit() and not os.path.exists('/proc/' + pid):
+            path = os.path.join(SOCKET_ROOT, folder)
+            for name in os.listdir(path):       # a socket whose master was killed
+                os.unlink(os.path.join(path, name))
+            os.rmdir(path)
 
 
 def route_to(address):
