@@ -33,7 +33,7 @@ COMMANDS = (
     ('run', 'EXPERIMENT [flags]', 'run an experiment (the same as topologies/EXPERIMENT.py)'),
     ('list', '', 'the experiments, one line each, and what --scale smoke sets'),
     ('caps', '[--json]', "this machine's capability report (netem, OVS, NFQUEUE, ...)"),
-    ('clean', '', 'remove what a crashed run left (namespaces, interfaces, bridges, '
+    ('clean', '[--machines A,B]', 'remove what a crashed run left (namespaces, interfaces, bridges, '
      'processes)'),
     ('analyse', 'RUN_DIR...', 'rebuild tables, figures and report.md of results folders'),
     ('compare', 'RUN_A RUN_B', 'two runs of one experiment side by side, with each '
@@ -176,9 +176,18 @@ def cmd_compare(argv):
 
 
 def cmd_clean(argv):
-    """Remove what a crashed run left, under the machine lock."""
-    if argv:
-        return _refuse('clean takes no arguments (got %s)' % ' '.join(argv))
+    """Remove what a crashed run left, under the machine lock (with --machines A,B also
+    what this machine's runs left on the other servers)."""
+    machines = None
+    if argv[:1] == ['--machines'] and len(argv) == 2:
+        from repronet.cluster.placement import parse_machines
+        from repronet.cluster.ssh import ClusterError
+        try:
+            machines = parse_machines(argv[1])
+        except ClusterError as e:
+            return _refuse(str(e))
+    elif argv:
+        return _refuse('clean takes no arguments but --machines A,B (got %s)' % ' '.join(argv))
     if os.geteuid() != 0:
         print('%s clean: needs root (it kills processes and deletes interfaces); run it '
               'with sudo' % PROG, file=sys.stderr)
@@ -196,6 +205,9 @@ def cmd_clean(argv):
                 'process %d' % pid: 'process %d (%s)' % (pid, namespaces.comm(pid))
                 for pid, _ in state.data.get('pids', [])}
             done = [names.get(item, item) for item in leftovers.clean(say=False)]
+            if machines:
+                from repronet.cluster.network import clean_remote
+                done += clean_remote(machines)
     except leftovers.LockBusy as e:
         print('%s clean: a live run holds the machine lock (%s); wait for it to end or '
               'stop it first' % (PROG, e), file=sys.stderr)

@@ -181,6 +181,8 @@ class DaemonSet:
             f.write('# SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... '
                     '(written by repronet/emu/linkemu_daemon.py)\n')
             f.writelines(lines)
+        if hasattr(host, 'put_file'):   # a host on another server reads its own copy
+            config = host.put_file(config)
         argv = [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(self.seed),
                 '--host-id', str(host_id(dst)), '--control-stdin'] + self._schedule_flags()
         if simple:

@@ -89,9 +89,8 @@ class Network:
     def start(self):
         """Build and start the network, then install link emulation."""
         switch_cls, controller = self._switch_classes()
-        host_cls = self.cpu_limits.host_class() if self.cpu_limits else Host
-        self.net = Mininet(topo=self.topo, switch=switch_cls, host=host_cls,
-                           link=self.links.link_class, controller=controller,
+        self.net = Mininet(topo=self.topo, switch=switch_cls, host=self._host_class(),
+                           link=self._link_class(), controller=controller,
                            autoSetMacs=True, build=False, waitConnected=False)
         try:
             self.net.build()
@@ -117,6 +116,14 @@ class Network:
                 self.on_built(self)     # link daemons have PIDs now
         self._installed = True
         return self
+
+    def _host_class(self):
+        """The host class Mininet gets (repronet.cluster places hosts on servers here)."""
+        return self.cpu_limits.host_class() if self.cpu_limits else Host
+
+    def _link_class(self):
+        """The link class Mininet gets (repronet.cluster tunnels links across servers)."""
+        return self.links.link_class
 
     def _switch_classes(self):
         """Return (switch class, controller) for the chosen switch kind."""

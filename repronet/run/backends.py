@@ -25,15 +25,27 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
     caps = capabilities.probe()
     folder.update(capabilities=caps.as_dict(), provenance=provenance.collect(repo))
     topo = experiment.topology(params)
+    net_cls, ctx_cls, where = network.Network, RunContext, {}
+    if getattr(params, 'machines', None):       # hosts on several servers
+        from repronet.cluster import backend as cluster
+        net_cls, ctx_cls, where = cluster.classes(experiment, folder)
     monitor = made['monitor'] = cpu.CpuMonitor(0.5, path=folder.log_path('cpu')).start()
-    net = made['net'] = network.Network(
-        topo, params.switch, params.datapath, caps,
+    net = made['net'] = net_cls(
+        topo, switch=params.switch, datapath=params.datapath, caps=caps,
         controller_log=folder.log_path('controller-stats'),
         stats_interval=experiment.stats_interval, on_built=state.record,
-        seed=params.seed, log_dir=folder.logs)
+        seed=params.seed, log_dir=folder.logs, **where)
     net.start()
     folder.update(mechanisms=dict(net.mechanisms(), backend='emu'))
-    return net, monitor, RunContext(net, params, folder, state, monitor, guard, progress)
+    return net, monitor, ctx_cls(net, params, folder, state, monitor, guard, progress)
+
+
+def precheck(experiment, params, repo):
+    """Reach and probe the other servers of --machines before anything is built
+    (options.UsageError: one sentence saying what to fix)."""
+    if getattr(params, 'machines', None):
+        from repronet.cluster import backend as cluster
+        cluster.precheck(experiment, params, repo)
 
 
 def _sim(experiment, params, folder, progress, provenance):

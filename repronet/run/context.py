@@ -50,8 +50,9 @@ class RunContext:
             raise ValueError('node name %r already used in this run' % name)
         if isinstance(host, str):
             host = self.host(host)
-        node = NodeProcess(host, name, argv, self.results.logs, ready=ready,
-                           barrier=barrier, suffix=suffix, env=env)
+        cls = getattr(host, 'process_class', NodeProcess)   # a host of another server's
+        node = cls(host, name, argv, self.results.logs, ready=ready,
+                   barrier=barrier, suffix=suffix, env=env)
         self._names.add(name)
         with self._guard.held() if self._guard else contextlib.nullcontext():
             try:

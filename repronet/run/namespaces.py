@@ -43,6 +43,8 @@ def host_namespaces(network):
     built network."""
     out = []
     for host in getattr(getattr(network, 'net', None), 'hosts', None) or []:
+        if getattr(host, 'isRemote', False):    # its PID is another server's
+            continue
         ns = netns(host.pid) if getattr(host, 'pid', None) else None
         intfs = sorted(i.name for i in host.intfList() if i.name != 'lo')
         if ns is not None and intfs and ns != netns(1):

@@ -24,6 +24,8 @@ Shared flags:
                    node cores in one process on a virtual clock; no root)
   --sim-cost K=S,...  simulation only: seconds of CPU per callback of each
                    node program (module name), on --sim-cores cores
+  --machines A,B   run the hosts on several servers over ssh (this machine is
+                   localhost; repronet.cluster); --placement and --tunnel say how
 
 Every value is checked before anything is built (``check_shared`` and the
 experiment's ``limits`` and ``check``): a wrong one is one sentence and exit 2.
@@ -44,6 +46,7 @@ SWITCHES = ('lxbr', 'ovs', 'osken')
 DATAPATHS = ('auto', 'kernel', 'user')
 CLI_WHEN = ('start', 'failure')
 BACKENDS = ('emu', 'sim')
+TUNNELS = ('vxlan', 'ssh')
 SHARED_DEFAULTS = {'repeat': 1, 'seed': 1}
 SHARED_LIMITS = {'repeat': (1, 1000, 'a whole number'),
                  'seed': (0, 2 ** 63 - 1, 'a whole number')}
@@ -114,6 +117,16 @@ def build_parser(experiment):
     shared.add_argument(
         '--sim-cores', type=int, metavar='N', default=None,
         help='sim only: cores the --sim-cost charges share (default: this machine\'s)')
+    shared.add_argument(
+        '--machines', metavar='localhost,HOST2', default=None,
+        help='spread the hosts over these servers (ssh names; this machine is localhost, '
+        'where the switches stay); default: this machine alone')
+    shared.add_argument(
+        '--placement', metavar='block|roundrobin|H=SERVER,...', default=None,
+        help='with --machines: which server runs each host (default block)')
+    shared.add_argument(
+        '--tunnel', choices=TUNNELS, default=None,
+        help='with --machines: links between servers over vxlan (default) or ssh tap tunnels')
     own = parser.add_argument_group('%s options' % experiment.name)
     experiment.add_arguments(own)
     return parser
@@ -197,6 +210,28 @@ def check_shared(params, limits=None):
             raise UsageError(str(e)) from None
     elif params.sim_cost is not None or params.sim_cores is not None:
         raise UsageError('--sim-cost and --sim-cores need --backend sim')
+    _check_machines(params)
+
+
+def _check_machines(params):
+    """--machines with its --placement and --tunnel (the servers are reached later)."""
+    machines = getattr(params, 'machines', None)
+    if not machines:
+        if getattr(params, 'placement', None) or getattr(params, 'tunnel', None):
+            raise UsageError('--placement and --tunnel place hosts on the servers of '
+                             '--machines; give --machines too')
+        return
+    if params.backend != 'emu':
+        raise UsageError('--machines spreads an emulation over servers; a simulated run '
+                         'has none')
+    params.placement = params.placement or 'block'
+    params.tunnel = params.tunnel or 'vxlan'
+    from repronet.cluster.placement import check_syntax
+    from repronet.cluster.ssh import ClusterError
+    try:
+        check_syntax(machines, params.placement)
+    except ClusterError as e:
+        raise UsageError(str(e)) from None
 
 
 def check_out(params):

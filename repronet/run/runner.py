@@ -174,6 +174,7 @@ class Experiment:
             return EXIT_FAILED
         try:
             options.check_out(params)
+            backends.precheck(self, params, REPO)
         except options.UsageError as e:
             print('%s: %s' % (self.name, e), file=sys.stderr)
             return 2
@@ -373,8 +374,9 @@ def _open_cli(ctx, why):
 
 def _clear_errors():
     """Return the exception classes whose message needs no traceback."""
+    from repronet.cluster.ssh import ClusterError
     from repronet.emu import capabilities, linkemu_params, network
     from repronet.emu.process import NodeError
     from repronet.sim.process import SimNodeError
     return (capabilities.CapabilityError, linkemu_params.LinkEmulationError,
-            network.NetworkError, NodeError, SimNodeError, options.UsageError)
+            network.NetworkError, NodeError, SimNodeError, options.UsageError, ClusterError)

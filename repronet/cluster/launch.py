@@ -1,0 +1,137 @@
+"""Start one process on this server for a cluster run, and never let it outlive the run.
+
+Run over ssh by ``repronet.cluster.nodes`` (``launch.py --dir D --token T [--ns PID]
+[--cwd C] [--env K=V ...] -- ARGV``); it imports nothing from repronet, so it starts fast.
+
+- The process is forked, made a session (and process group) leader, and attached to the
+  emulated host's network and mount namespaces with ``mnexec -a PID`` (its own PID is kept:
+  mnexec execs). stdin, stdout and stderr are ssh's, so its log streams back into the
+  results folder on the runner's machine and a barrier's ``go`` arrives on its stdin.
+- Its PID goes to ``D/T.pid`` (signals and readiness checks find it there, see
+  ``repronet.cluster.agent``) and, with its start time, to ``D/state.jsonl``, the record
+  ``repronet clean --machines`` kills from after a crash.
+- This launcher stays as its parent. It watches its own stderr, a pipe to sshd: when the
+  runner's ssh goes away (the runner ended, was killed, or the connection broke) the pipe
+  reports a hang-up and the group gets SIGTERM, then SIGKILL after GRACE seconds.
+- When the process exits, it is not reaped at once (``waitid`` with ``WNOWAIT``): its
+  zombie holds the PID, so what is left of its group is killed while that number is still
+  ours, the pid file is removed, and only then is it reaped. The launcher exits with the
+  process's status (128 + N for a signal), which ssh hands back to the runner.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+GRACE = 3.0
+TICK = 0.2
+
+
+def _parse(argv):
+    """Return (options dict, command argv)."""
+    if '--' not in argv:
+        raise SystemExit('launch.py: usage: --dir D --token T [--ns PID] [--cwd C] '
+                         '[--env K=V ...] -- ARGV')
+    i = argv.index('--')
+    opts, command, env = {}, argv[i + 1:], {}
+    flags = argv[:i]
+    while flags:
+        flag, value = flags.pop(0), flags.pop(0)
+        if flag == '--env':
+            key, _, val = value.partition('=')
+            env[key] = val
+        else:
+            opts[flag.lstrip('-')] = value
+    opts['env'] = env
+    if not command or 'dir' not in opts or 'token' not in opts:
+        raise SystemExit('launch.py: --dir, --token and a command are required')
+    return opts, command
+
+
+def _start_time(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return int(f.read().rsplit(')', 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _child(opts, command):
+    """In the child: new session, environment, namespaces, exec (never returns)."""
+    os.setsid()
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env.update(opts['env'])
+    env['PYTHONPATH'] = os.pathsep.join(
+        [repo] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p and p != repo])
+    if opts.get('cwd'):
+        os.chdir(opts['cwd'])
+    if opts.get('ns'):
+        command = ['mnexec', '-a', opts['ns']] + command
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as e:
+        os.write(2, ('launch.py: cannot start %s: %s\n' % (command[0], e)).encode())
+        os._exit(127)
+
+
+def _killpg(pid, signum):
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exited(pid, timeout):
+    """Wait up to timeout for pid to exit, without reaping it; return True if it did."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def main(argv):
+    opts, command = _parse(argv)
+    os.makedirs(opts['dir'], exist_ok=True)
+    pid = os.fork()
+    if pid == 0:
+        _child(opts, command)
+    for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: _killpg(pid, signal.SIGTERM))
+    pid_file = os.path.join(opts['dir'], opts['token'] + '.pid')
+    with open(pid_file + '.tmp', 'w') as f:
+        f.write('%d\n' % pid)
+    os.replace(pid_file + '.tmp', pid_file)
+    with open(os.path.join(opts['dir'], 'state.jsonl'), 'a') as f:
+        f.write(json.dumps({'pid': [pid, _start_time(pid)], 'token': opts['token']}) + '\n')
+    watch = select.poll()
+    watch.register(2, 0)        # no events asked: POLLERR/POLLHUP are always reported
+    while not _exited(pid, 0):
+        if watch.poll(TICK * 1000):     # the runner's end of the pipe is gone
+            _killpg(pid, signal.SIGTERM)
+            if not _exited(pid, GRACE):
+                _killpg(pid, signal.SIGKILL)
+            break
+    _exited(pid, 3600)
+    _killpg(pid, signal.SIGKILL)     # its zombie still holds the number: the group is ours
+    try:
+        os.unlink(pid_file)
+    except OSError:
+        pass
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))
