@@ -51,6 +51,28 @@ def test_lock_held_by_another_process_is_waited_for(tmp_path):
         holder.wait(timeout=10)
 
 
+def test_a_process_waiting_for_the_lock_is_not_a_holder(tmp_path):
+    lock = tmp_path / 'lock'
+    holder = subprocess.Popen(['flock', str(lock), 'sleep', '3'])
+    waiter = None
+    try:
+        deadline = time.monotonic() + 10
+        while not leftovers.lock_holders(str(lock)):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        waiter = subprocess.Popen(['flock', str(lock), 'true'])
+        ino = ':%d ' % os.stat(lock).st_ino
+        while not any('->' in line and ino in line
+                      for line in open('/proc/locks').read().splitlines()):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert leftovers.lock_holders(str(lock)) == {holder.pid}
+    finally:
+        holder.wait(timeout=10)
+        if waiter is not None:
+            waiter.wait(timeout=10)
+
+
 def test_lock_held_by_an_ancestor_is_used(tmp_path):
     lock = tmp_path / 'lock'
     out = subprocess.run(['flock', str(lock), sys.executable, '-c',

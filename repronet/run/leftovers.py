@@ -58,7 +58,11 @@ MININET_INTF = re.compile(r'^[^@\s]+-eth\d+$')
 
 
 def lock_holders(path):
-    """Return the PIDs that hold a flock on path, from /proc/locks."""
+    """Return the PIDs that hold a flock on path, from /proc/locks.
+
+    A process blocked waiting for the lock has a line too, marked ``->``: it is not a holder
+    (counting it named waiters in "another run holds it" and could take a waiting ancestor
+    for the holder)."""
     try:
         st = os.stat(path)
         with open('/proc/locks') as f:
@@ -69,7 +73,7 @@ def lock_holders(path):
     holders = set()
     for line in lines:
         fields = line.split()
-        if 'FLOCK' in fields and len(fields) >= 6:
+        if 'FLOCK' in fields and '->' not in fields and len(fields) >= 6:
             i = fields.index('FLOCK')
             pid, where = fields[i + 3], fields[i + 4]
             if where.endswith(dev_ino) and pid.isdigit():
