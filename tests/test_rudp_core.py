@@ -113,6 +113,22 @@ def test_a_file_over_the_receivers_limit_is_refused():
     assert receiver.state == 'waiting'
 
 
+def test_a_lingering_receiver_answers_done_and_lingers_again_when_the_sender_asks():
+    """DONE was lost and the sender polls: like TCP's TIME-WAIT, the linger starts again."""
+    receiver = Receiver(0.0, linger=1.0)
+    receiver.receive(wire.meta(7, 3, 1, 1472, hashlib.sha256(b'abc').digest(), 'f'), 0.0)
+    receiver.receive(wire.data(7, 0, 0, b'abc', last=True), 0.1)
+    receiver.verified(True, 0.1)
+    receiver.datagrams_to_send(0.1)                     # META_OK, ACK, DONE (lost)
+    receiver.receive(wire.poll(7, 1), 0.9)
+    (answer,) = receiver.datagrams_to_send(0.9)
+    assert wire.decode(answer)[0].kind == wire.DONE
+    receiver.handle_timer(1.5)
+    assert receiver.state == 'lingering' and receiver.get_timer() == 1.9
+    receiver.handle_timer(1.9)
+    assert receiver.state == 'done'
+
+
 def test_windowed_pacing_keeps_to_the_rate():
     got, sender, _, _ = run(DATA, block=16, window=16, rate_mbps=10.0)
     wire_bytes = len(DATA) * 1.01          # payload plus 15 bytes of headers per datagram
