@@ -140,7 +140,7 @@ def quoted(arg):
                            for c in arg) + b'"'
 
 
-@SETTINGS
+@settings(max_examples=100, deadline=None)   # the slow, byte-by-byte path: 1 s
 @given(st.lists(st.lists(st.binary(max_size=10), min_size=1, max_size=4), max_size=6),
        st.data())
 def test_any_arguments_typed_in_double_quotes_come_back_byte_for_byte(commands, data):
