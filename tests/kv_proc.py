@@ -159,6 +159,25 @@ class Client:
         self.sock.close()
 
 
+def exchange_until_pong(port, data, timeout=10):
+    """Send raw bytes (ending in a PING) on a new connection to 127.0.0.1:port; return
+    (every byte received up to +PONG, whether the server closed the connection first)."""
+    sock = socket.create_connection(('127.0.0.1', port), timeout=timeout)
+    sock.sendall(data)
+    got = bytearray()
+    try:
+        while not got.endswith(b'+PONG\r\n'):
+            chunk = sock.recv(65536)
+            if not chunk:
+                return bytes(got), True
+            got += chunk
+    except ConnectionResetError:
+        return bytes(got), True
+    finally:
+        sock.close()
+    return bytes(got), False
+
+
 def command(*args):
     """One request as a RESP array of bulk strings."""
     parts = [b'*%d\r\n' % len(args)]

@@ -26,17 +26,19 @@ class Link:
         self.rng = random.Random(seed)
         self.drop = drop or (lambda kind, n: False)     # scripted: (kind, n-th of kind)
         self.seen = {}
+        self.sent = []                                  # (time, kind, copies delivered)
 
     def fates(self, raw, now):
         """Return the delivery times of one datagram (empty: lost)."""
         msg, _ = wire.decode(raw)
         kind = msg.kind if msg else None
         n = self.seen[kind] = self.seen.get(kind, 0) + 1
-        if self.drop(kind, n) or self.rng.random() < self.loss:
-            return []
-        times = [now + self.delay + self.rng.uniform(0, self.jitter)]
-        if self.rng.random() < self.duplicate:
-            times.append(times[0] + self.rng.uniform(0, self.delay + self.jitter))
+        times = []
+        if not (self.drop(kind, n) or self.rng.random() < self.loss):
+            times.append(now + self.delay + self.rng.uniform(0, self.jitter))
+            if self.rng.random() < self.duplicate:
+                times.append(times[0] + self.rng.uniform(0, self.delay + self.jitter))
+        self.sent.append((now, kind, len(times)))
         return times
 
 

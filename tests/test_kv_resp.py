@@ -122,7 +122,7 @@ def test_any_valid_stream_parses_the_same_however_it_is_split(commands, data):
 
 
 inline_word = st.binary(min_size=1, max_size=10).filter(lambda w: not any(
-    c in w for c in b' \t\r\n\x0b\x0c') and not w.startswith(b'*'))
+    c in w for c in b' \t\r\n\x0b\x0c"\'') and not w.startswith(b'*'))
 
 
 @SETTINGS
@@ -131,6 +131,49 @@ def test_inline_commands_parse_the_same_however_split(commands, data):
     stream = b''.join(b' '.join(c) + b'\r\n' for c in commands)
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10))
     assert parse_split(stream, cuts)[0] == commands
+
+
+def quoted(arg):
+    """arg typed as a double-quoted inline argument: printable bytes as they are, the rest
+    (and the quote and backslash) as \\xHH."""
+    return b'"' + b''.join(bytes([c]) if 32 <= c < 127 and c not in b'"\\' else b'\\x%02x' % c
+                           for c in arg) + b'"'
+
+
+@settings(max_examples=100, deadline=None)   # the slow, byte-by-byte path: 1 s
+@given(st.lists(st.lists(st.binary(max_size=10), min_size=1, max_size=4), max_size=6),
+       st.data())
+def test_any_arguments_typed_in_double_quotes_come_back_byte_for_byte(commands, data):
+    stream = b''.join(b' '.join(quoted(a) for a in c) + b'\r\n' for c in commands)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=10))
+    assert parse_split(stream, cuts)[0] == commands
+
+
+@pytest.mark.parametrize('line, args', [            # each checked against redis-server 7.0
+    (b'SET "a b" c', [b'SET', b'a b', b'c']),
+    (b"SET 'a\\'b' c", [b'SET', b"a'b", b'c']),
+    (b'ECHO a"b c"', [b'ECHO', b'ab c']),
+    (b'ECHO "\\x41\\n\\r\\t\\b\\a\\q\\\\\\""', [b'ECHO', b'A\n\r\t\x08\x07q\\"']),
+    (b'ECHO "\\x4g"', [b'ECHO', b'x4g']),
+    (b"ECHO 'a\\nb'", [b'ECHO', b'a\\nb']),
+    (b'ECHO "" \'\'', [b'ECHO', b'', b'']),
+    (b'ECHO a\x0bb \x0bc', [b'ECHO', b'a\x0bb', b'c']),
+    (b'ECHO "x\r"', [b'ECHO', b'x\r']),
+    (b'ECHO x\r', [b'ECHO', b'x']),
+])
+def test_inline_quotes_and_escapes_as_redis_reads_them(line, args):
+    p = RequestParser(4096, 64)
+    p.feed(line + b'\r\n')
+    assert p.get() == args
+
+
+@pytest.mark.parametrize('line', [b'SET "k v', b'SET "a"b c', b"ECHO 'a'b", b'ECHO a"b c"d',
+                                  b'ECHO "abc\\', b"ECHO 'a\\'"])
+def test_unbalanced_quotes_are_redis_protocol_error(line):
+    p = RequestParser(4096, 64)
+    p.feed(line + b'\r\n')
+    with pytest.raises(ProtocolError, match='^Protocol error: unbalanced quotes in request$'):
+        p.get()
 
 
 @SETTINGS

@@ -18,7 +18,7 @@ import pytest
 from mininet.topo import Topo
 
 from repronet.sim.backend import SimBackend
-from tests.kv_proc import KVProc, command
+from tests.kv_proc import KVProc, command, exchange_until_pong
 from tests.test_sans_io import violations
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,25 +83,6 @@ class _Raw:
         self.closed = True
 
 
-def _real_exchange(proc, data):
-    """The same exchange with a real server process on localhost."""
-    import socket
-    sock = socket.create_connection(('127.0.0.1', proc.port), timeout=10)
-    sock.sendall(data)
-    got = bytearray()
-    try:
-        while not got.endswith(PONG):
-            chunk = sock.recv(65536)
-            if not chunk:
-                return bytes(got), True
-            got += chunk
-    except ConnectionResetError:
-        return bytes(got), True
-    finally:
-        sock.close()
-    return bytes(got), False
-
-
 def test_sim_modules_do_no_io():
     assert violations(ROOT / 'nodes/kv/sim_server.py') == []
     assert violations(ROOT / 'workloads/kvload_sim.py') == []
@@ -133,7 +114,7 @@ def test_bad_input_gets_the_real_servers_bytes(tmp_path, real, name):
     sim = Sim(tmp_path)
     sim.server(*LIMITS)
     simulated = sim.exchange(data)
-    assert simulated == _real_exchange(real, data)
+    assert simulated == exchange_until_pong(real.port, data)
     assert simulated[0].startswith(b'-ERR') or b'\r\n-ERR' in simulated[0]
     assert sim.exchange(command('SET', 'x', 'y') + command('PING'))[0] == b'+OK\r\n' + PONG
 

@@ -6,10 +6,11 @@ import hashlib
 import os
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from nodes.rudp import wire
 from nodes.rudp.receiver_core import Receiver
+from nodes.rudp.sender_core import PROBES_PER_TIMEOUT
 from tests.rudp_memnet import Link, run
 
 DATA = bytes(os.urandom(300_000))
@@ -78,10 +79,21 @@ def test_forged_truncated_and_stray_datagrams_are_dropped_and_counted():
 
 
 def test_a_receiver_that_vanishes_ends_the_sender_with_one_sentence():
-    got, sender, receiver, _ = run(DATA, Link(drop=lambda kind, n: kind == wire.DATA and
-                                              n > 40), timeout=2.0)
+    _, sender, receiver, _ = run(DATA, backward=Link(drop=lambda kind, n: kind == wire.ACK
+                                                     and n > 3), timeout=2.0)
     assert sender.state == 'failed'
     assert sender.error == 'no answer from the receiver for 2 s'
+    assert receiver.state == 'failed' and receiver.error.startswith(
+        'no datagram from the sender for 2 s after')
+
+
+def test_a_path_that_loses_only_data_ends_both_with_one_sentence():
+    """The receiver answers every poll, and every answer says the same: no livelock."""
+    _, sender, receiver, _ = run(DATA, Link(drop=lambda kind, n: kind == wire.DATA and
+                                            n > 40), timeout=2.0)
+    assert sender.state == 'failed'
+    assert sender.error == ('no progress for 2 s: the receiver answers, but nothing '
+                            'resent reaches it')
     assert receiver.state == 'failed' and receiver.error.startswith(
         'no datagram from the sender for 2 s after')
 
@@ -101,6 +113,22 @@ def test_a_file_over_the_receivers_limit_is_refused():
     assert receiver.state == 'waiting'
 
 
+def test_a_lingering_receiver_answers_done_and_lingers_again_when_the_sender_asks():
+    """DONE was lost and the sender polls: like TCP's TIME-WAIT, the linger starts again."""
+    receiver = Receiver(0.0, linger=1.0)
+    receiver.receive(wire.meta(7, 3, 1, 1472, hashlib.sha256(b'abc').digest(), 'f'), 0.0)
+    receiver.receive(wire.data(7, 0, 0, b'abc', last=True), 0.1)
+    receiver.verified(True, 0.1)
+    receiver.datagrams_to_send(0.1)                     # META_OK, ACK, DONE (lost)
+    receiver.receive(wire.poll(7, 1), 0.9)
+    (answer,) = receiver.datagrams_to_send(0.9)
+    assert wire.decode(answer)[0].kind == wire.DONE
+    receiver.handle_timer(1.5)
+    assert receiver.state == 'lingering' and receiver.get_timer() == 1.9
+    receiver.handle_timer(1.9)
+    assert receiver.state == 'done'
+
+
 def test_windowed_pacing_keeps_to_the_rate():
     got, sender, _, _ = run(DATA, block=16, window=16, rate_mbps=10.0)
     wire_bytes = len(DATA) * 1.01          # payload plus 15 bytes of headers per datagram
@@ -118,13 +146,27 @@ def test_any_bytes_decode_to_a_datagram_or_a_reason(raw):
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2 ** 32), st.floats(0, 0.3), st.floats(0, 0.3),
        st.sampled_from([1, 3, 8, 64]), st.sampled_from([1, 4]))
+# one block's doubled poll wait grew to 25.6 s and the sender gave up at 30 s of silence
+# having asked only twice in it (fixed in sender_core: the wait is capped and reset)
+@example(seed=7, loss=0.2817382812500001, dup=0.0, block=1, window=4)
 def test_any_loss_pattern_that_lets_data_through_gives_identical_bytes(seed, loss, dup,
                                                                        block, window):
+    """The sender ends done with the receiver's bytes identical, or it gives up, and then
+    only after asking PROBES_PER_TIMEOUT times in the silence window that ended it (random
+    loss can still lose them all; and the receiver may have finished: no linger can make
+    sure the last DONE arrives)."""
     data = hashlib.sha256(str(seed).encode()).digest() * 700          # 22,400 bytes
-    got, sender, _, _ = run(data, Link(loss=loss, duplicate=dup, jitter=0.003, seed=seed),
-                            Link(loss=loss, duplicate=dup, seed=seed + 1), block=block,
-                            window=window, timeout=30.0, limit=600.0)
-    assert sender.state == 'done' and got == data
+    forward = Link(loss=loss, duplicate=dup, jitter=0.003, seed=seed)
+    got, sender, receiver, _ = run(data, forward, Link(loss=loss, duplicate=dup,
+                                                       seed=seed + 1),
+                                   block=block, window=window, timeout=30.0, limit=600.0)
+    if receiver.state == 'done' or sender.state == 'done':
+        assert receiver.ok is True and got == data
+    if sender.state != 'done':
+        assert sender.error.startswith(('no answer from the receiver for 30 s',
+                                        'no progress for 30 s'))
+        asked = [t for t, _, _ in forward.sent if t > sender.last_progress]
+        assert len(asked) >= PROBES_PER_TIMEOUT, (sender.last_progress, asked)
 
 
 def test_a_reorder_wait_spares_resending_what_jitter_reordered():

@@ -2,7 +2,17 @@
 
 Requests come in two forms, as Redis accepts them (https://redis.io/docs/reference/protocol-spec/):
 the multibulk form ``*N\\r\\n`` followed by N bulk strings ``$L\\r\\n<L bytes>\\r\\n`` (every real
-client), and the inline form, one line split on spaces (a person typing into telnet).
+client), and the inline form, one line split into arguments (a person typing into telnet).
+
+Inline arguments follow Redis's own splitter (``sdssplitargs``, the same rules as redis-cli):
+spaces separate arguments; ``"..."`` may hold spaces and the escapes ``\\n \\r \\t \\b \\a
+\\xHH`` (any other escaped byte stands for itself); ``'...'`` holds everything literally but
+``\\'``; a quote may open in the middle of an argument (``a"b c"`` is ``ab c``), but a closing
+quote must be followed by a space or the end of the line. An unclosed quote, or a closing one
+followed by anything else, is ``-ERR Protocol error: unbalanced quotes in request`` and the
+connection closes, as in Redis 7. One deliberate difference: a NUL byte is an ordinary byte
+here; Redis looks for the newline with ``strchr``, which stops at the NUL, so it answers
+nothing and waits until 64 KiB have piled up.
 
 Why this parser is written here rather than taken from hiredis: ``hiredis.Reader`` parses
 *replies*. In the Debian build (1.0.1) it accepts a bulk string without its CRLF
@@ -92,7 +102,8 @@ class RequestParser:
                     if end - pos > _INLINE_MAX:
                         raise ProtocolError('Protocol error: too big inline request')
                     return self._incomplete(buf, pos, end - pos + 1)
-                args = buf[pos:nl].split()
+                args = split_inline(buf[pos:nl - 1] if buf[nl - 1:nl] == b'\r' and nl > pos
+                                    else buf[pos:nl])
                 pos = nl + 1
                 if not args:                            # empty line: ignored, as by Redis
                     continue
@@ -179,6 +190,65 @@ class RequestParser:
         else:
             self._pos = pos
         self._need = 0
+
+
+_SPACE = b' \t\n\r\x0b\x0c'    # C's isspace(): skipped before an inline argument
+_END = b' \t\n\r'              # ends an unquoted inline argument (not \v or \f: Redis's rule)
+_HEX = b'0123456789abcdefABCDEF'
+_ESCAPED = {ord('n'): 10, ord('r'): 13, ord('t'): 9, ord('b'): 8, ord('a'): 7}
+_UNBALANCED = 'Protocol error: unbalanced quotes in request'
+
+
+def split_inline(line):
+    """The arguments of one inline command line (its CR LF removed), split as Redis does
+    (see the module docstring); raises ProtocolError for unbalanced quotes."""
+    if 34 not in line and 39 not in line and 11 not in line and 12 not in line:
+        return line.split()         # the common case: bytes.split() splits on _SPACE too
+    args, i, n = [], 0, len(line)
+    while True:
+        while i < n and line[i] in _SPACE:
+            i += 1
+        if i >= n:
+            return args
+        arg, quote = bytearray(), 0
+        while True:
+            if i >= n:
+                if quote:
+                    raise ProtocolError(_UNBALANCED)
+                break
+            c = line[i]
+            if not quote:
+                if c in _END:
+                    break
+                if c == 34 or c == 39:
+                    quote = c
+                else:
+                    arg.append(c)
+                i += 1
+            elif c == quote:                            # a closing quote ends the argument
+                if i + 1 < n and line[i + 1] not in _SPACE:
+                    raise ProtocolError(_UNBALANCED)
+                i += 1
+                break
+            elif c == 92 and quote == 39:               # '...': only \' is an escape
+                if i + 1 < n and line[i + 1] == 39:
+                    arg.append(39)
+                    i += 2
+                else:
+                    arg.append(c)
+                    i += 1
+            elif c == 92 and i + 1 < n:                 # "...": \xHH, \n \r \t \b \a, \<any>
+                if line[i + 1] == 120 and i + 3 < n and line[i + 2] in _HEX \
+                        and line[i + 3] in _HEX:
+                    arg.append(int(line[i + 2:i + 4], 16))
+                    i += 4
+                else:
+                    arg.append(_ESCAPED.get(line[i + 1], line[i + 1]))
+                    i += 2
+            else:
+                arg.append(c)
+                i += 1
+        args.append(bytes(arg))
 
 
 # Encoders. Constant replies are precomputed; the core uses them directly.

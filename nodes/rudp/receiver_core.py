@@ -4,7 +4,9 @@ One transfer: META opens it (the session id in it is the only one accepted after
 DATA is placed by block and index, an ACK answers every datagram flagged as the last of a
 round and every POLL with the block's missing indices, and once every block is whole the
 driver checks the file's SHA-256 and reports it with ``verified``; DONE goes back, and is
-repeated for ``linger`` seconds to whatever the sender still sends (DONE may be lost).
+repeated to whatever the sender still sends (DONE may be lost) until ``linger`` seconds pass
+without a datagram from it. No linger can make sure the last DONE arrives (the two generals'
+problem): the sender may then give up although the file arrived whole.
 
 Data is not kept: each new datagram becomes a ``Write(offset, data)`` event for the driver,
 so memory is the set of received indices of each incomplete block, whatever the file size.
@@ -75,6 +77,8 @@ class Receiver:
             self.stats['dropped_stray'] += 1
             return
         self.last_heard = now
+        if self.state == LINGERING:     # the sender still asks: DONE was lost (RFC 793's
+            self.linger_until = now + self.linger       # TIME-WAIT restarts the same way)
         if msg.kind == wire.META:
             self.out.append(wire.meta_ok(self.session))         # META_OK was lost
         elif msg.kind == wire.DATA:

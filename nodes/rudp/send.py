@@ -38,7 +38,7 @@ def parse_args(argv):
     p.add_argument('--window', type=int, default=1, help='blocks in flight (1: the seed)')
     p.add_argument('--rate', type=float, help='pace datagrams at this many Mbit/s')
     p.add_argument('--timeout', type=float, default=10.0,
-                   help='give up after this many seconds without an answer')
+                   help='give up after this many seconds without progress')
     p.add_argument('--barrier', action='store_true')
     args = p.parse_args(argv)
     p.bounded(args, 'port', 1, 65535)

@@ -12,8 +12,18 @@ FLAG_LAST; the receiver answers it with an ACK naming what is missing. If that A
 flagged datagram) is lost, the block's timer fires after the retransmission timeout and
 the sender asks with POLL. The timeout follows RFC 6298 (SRTT, RTTVAR, RTO = SRTT +
 4 RTTVAR, at least ``min_rto``), sampled only from rounds sent once (Karn's rule), doubled
-on every expiry. No answer from the receiver for ``timeout`` seconds ends the transfer
-with an error.
+on every expiry. No progress for ``timeout`` seconds (META_OK, an ACK that shows a block
+less incomplete, DONE) ends the transfer with an error: the receiver fell silent, or it
+answers but nothing resent reaches it (say, a path that drops only large datagrams).
+
+Why the doubling stops. Giving up is decided by time, not by a count of retries, so the
+sender must keep asking until the end of that window: a wait between two probes (POLL or
+META) is at most ``timeout / PROBES_PER_TIMEOUT`` (never less than the RTO), so the sender
+gives up only after that many probes in a row went unanswered or changed nothing. An ACK
+that shows progress starts that block's timer again from the connection's RTO (like TCP,
+which resets its retry count once the peer acknowledges new data). Without the cap, one
+block's doubled wait grew past the silence timeout at 28 % loss each way (25.6 s against
+30 s), and the sender failed without having asked for the last 10.8 s of it.
 
 The core is given the file's bytes as a buffer (the driver maps the file) and ``now``; it
 returns datagrams and the next timer. It reads no clock, socket or random source: the
@@ -25,6 +35,7 @@ import collections
 from nodes.rudp import wire
 
 OPEN, SENDING, FINISHING, DONE, FAILED = 'open', 'sending', 'finishing', 'done', 'failed'
+PROBES_PER_TIMEOUT = 8      # at least this many probes fall in every silence window
 
 
 class _Block:
@@ -61,8 +72,9 @@ class Sender:
         self.next_send = now                    # pacing: earliest time of the next datagram
         self.open = {}
         self.next_block = 0
-        self.last_heard = now
+        self.last_heard = self.last_progress = now
         self.meta_deadline = None
+        self.meta_wait = None                   # the wait for META_OK or DONE, doubled
         self.error = None
         self.stats = collections.Counter()
         self.started = now
@@ -73,7 +85,8 @@ class Sender:
         self.queue.append((wire.meta(self.session, self.size, self.block, self.payload,
                                      self.sha256, self.name), None, False))
         self.stats['meta_sent'] += 1
-        self.meta_deadline = now + self.rto
+        self.meta_wait = self.rto
+        self.meta_deadline = now + self.meta_wait
 
     def count(self, b):
         """Datagrams in block b (the last block may be short)."""
@@ -106,7 +119,8 @@ class Sender:
             self._round(b, self.open[b].missing)
         if self.state == SENDING and not self.open and self.next_block >= self.blocks:
             self.state = FINISHING
-            self.meta_deadline = now + max(self.rto, 0.05)
+            self.meta_wait = max(self.rto, 0.05)
+            self.meta_deadline = now + self.meta_wait
 
     def _poll(self, b):
         """Queue a POLL; for an open block, its leaving starts the block's timer again."""
@@ -130,6 +144,7 @@ class Sender:
             return
         self.last_heard = now
         if msg.kind == wire.META_OK and self.state == OPEN:
+            self.last_progress = now
             self.state = SENDING
             self.meta_deadline = None
             self._fill(now)
@@ -154,6 +169,9 @@ class Sender:
         if blk.rounds == 1 and blk.round_end is not None:       # Karn: unambiguous only
             self._sample(now - blk.round_end)
         missing = set(msg.missing) & blk.missing
+        if len(missing) < len(blk.missing):
+            self.last_progress = now
+            blk.rto = None          # data got through: the next wait is the current RTO
         if not missing:
             del self.open[msg.block]
             self.stats['blocks'] += 1
@@ -178,8 +196,10 @@ class Sender:
         """Resend what a lost answer left waiting; give up after the silence timeout."""
         if self.state in (DONE, FAILED):
             return
-        if now >= self.last_heard + self.timeout:      # the same sum as get_timer()
-            self._fail('no answer from the receiver for %g s' % self.timeout)
+        if now >= self.last_progress + self.timeout:   # the same sum as get_timer()
+            self._fail(('no progress for %g s: the receiver answers, but nothing resent '
+                        'reaches it' if self.last_heard > self.last_progress else
+                        'no answer from the receiver for %g s') % self.timeout)
             return
         if self.meta_deadline is not None and now >= self.meta_deadline:
             if self.state == OPEN:          # META or META_OK lost
@@ -189,20 +209,21 @@ class Sender:
                 self.stats['meta_sent'] += 1
             else:                           # DONE not here yet (lost, or still hashing)
                 self._poll(self.blocks)
-            self.meta_deadline = now + self._backoff()
+            self.stats['timeouts'] += 1
+            self.meta_wait = self._backoff(self.meta_wait or self.rto)
+            self.meta_deadline = now + self.meta_wait
         for b, blk in self.open.items():
             if blk.deadline is not None and now >= blk.deadline:
                 self._poll(b)
-                blk.rto = 2 * (blk.rto or self.rto)
+                blk.rto = self._backoff(blk.rto or self.rto)
                 blk.deadline = None
                 blk.rounds += 1         # a poll makes the next sample ambiguous
 
-    def _backoff(self):
-        """The next wait for META_OK or DONE: the RTO, doubled per expiry, at most
-        the silence timeout."""
-        self.stats['timeouts'] += 1
-        return min(max(self.rto, self.min_rto) * (2 ** min(self.stats['timeouts'], 6)),
-                   self.timeout)
+    def _backoff(self, wait):
+        """The wait after one that expired: doubled, at most a PROBES_PER_TIMEOUT-th of
+        the silence timeout (but never under the RTO); see the module docstring."""
+        return min(2 * max(wait, self.min_rto),
+                   max(self.rto, self.timeout / PROBES_PER_TIMEOUT))
 
     def datagrams_to_send(self, now):
         """Return the datagrams due by now (all of them without pacing)."""
@@ -225,7 +246,7 @@ class Sender:
         """Return when handle_timer (or the pacing of the queue) next needs the core."""
         if self.state in (DONE, FAILED):
             return None
-        times = [self.last_heard + self.timeout]
+        times = [self.last_progress + self.timeout]
         if self.meta_deadline is not None:
             times.append(self.meta_deadline)
         times += [blk.deadline for blk in self.open.values() if blk.deadline is not None]
