@@ -29,7 +29,6 @@ SIGTERM or SIGINT: stop listening, close every client connection (Python 3.12's
 
 import argparse
 import asyncio
-import errno
 import sys
 import time
 
@@ -37,13 +36,12 @@ from . import codec, sim_drivers
 from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
 from .index_serving import (MAX_BUFFERED, IndexBook, IndexLink, default_max_connections,
                             ready_fields)
+from .listener import ErrorLines, Listener
 from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
 from .server_core import FRAME_TIMEOUT, IDLE_TIMEOUT, MAX_ENTRIES
 
 __all__ = ['IndexServer', 'MAX_BUFFERED', 'default_max_connections', 'main', 'parse_args',
            'simulate']
-
-_OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class _IndexProtocol(IndexLink, asyncio.Protocol):
@@ -115,41 +113,47 @@ class IndexServer(IndexBook):
         super().__init__(name, ring, replicas, max_frame, error, idle_timeout, frame_timeout,
                          max_entries, max_connections, max_buffered)
         self.log = log or JsonLog()
-        self._loop_handler = None
-        self.server = None
+        self.listener = None
+        self._starting = set()          # connect_accepted_socket tasks not yet done
 
-    def _loop_error(self, loop, context):
-        """Count accept() failing for lack of descriptors (asyncio retries a second later)
-        instead of a traceback per attempt; pass anything else on."""
-        exc = context.get('exception')
-        if isinstance(exc, OSError) and exc.errno in _OUT_OF_FILES \
-                and 'accept' in context.get('message', ''):
-            self.counters['accept_errors'] += 1
-            if self.counters['accept_errors'] == 1:
-                error('%s: cannot accept connections: %s (counted in accept_errors; retried'
-                      ' every second)' % (self.core.name, exc))
-        elif self._loop_handler is not None:
-            self._loop_handler(loop, context)
-        else:
-            loop.default_exception_handler(context)
+    def summary(self):
+        c = super().summary()
+        if self.listener is not None:
+            c['accept_errors'] = self.listener.accept_errors
+        return c
 
     async def start(self, host, port):
-        """Start listening; return the bound (host, port)."""
+        """Start listening; return the bound (host, port).
+
+        The peer's `Listener`, not `loop.create_server`: out of descriptors, asyncio's accept
+        loop schedules one retry per backlog slot (up to 1,024 a second) and, once the server
+        has closed, every pending retry printed a traceback (thousands of stderr lines)."""
+        self.listener = Listener(self._accepted, lambda: True, ErrorLines(), self.core.name)
+        return await self.listener.start(host, port)
+
+    def _accepted(self, sock):
+        """Wrap one accepted socket in an `_IndexProtocol` (the book decides whether to serve)."""
         loop = asyncio.get_running_loop()
-        self._loop_handler = loop.get_exception_handler()
-        loop.set_exception_handler(self._loop_error)
-        self.server = await loop.create_server(lambda: _IndexProtocol(self), host, port,
-                                               reuse_address=True, backlog=1024)
-        return self.server.sockets[0].getsockname()[:2]
+        task = loop.create_task(loop.connect_accepted_socket(lambda: _IndexProtocol(self), sock))
+        self._starting.add(task)
+        task.add_done_callback(self._started)
+
+    def _started(self, task):
+        self._starting.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.error('%s: an accepted connection could not start: %s'
+                       % (self.core.name, task.exception()))
 
     async def close(self):
-        """Stop listening, drop every client connection, wait until the server is closed."""
+        """Stop listening, drop every client connection."""
         self.closing = True
-        if self.server is not None:
-            self.server.close()
-            for proto in list(self.protocols):
-                proto.transport.abort()
-            await self.server.wait_closed()
+        if self.listener is not None:
+            self.listener.close()
+        for task in list(self._starting):
+            task.cancel()
+        for proto in list(self.protocols):
+            proto.transport.abort()
+        await asyncio.sleep(0)          # let the aborted transports call connection_lost
 
 
 def parse_args(argv):
