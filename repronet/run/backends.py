@@ -30,7 +30,7 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
         topo, params.switch, params.datapath, caps,
         controller_log=folder.log_path('controller-stats'),
         stats_interval=experiment.stats_interval, on_built=state.record,
-        seed=params.seed, log_dir=folder.logs)
+        seed=params.seed, log_dir=folder.logs, links=params.links)
     net.start()
     folder.update(mechanisms=dict(net.mechanisms(), backend='emu'))
     return net, monitor, RunContext(net, params, folder, state, monitor, guard, progress)

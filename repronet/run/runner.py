@@ -174,6 +174,9 @@ class Experiment:
             return EXIT_FAILED
         try:
             options.check_out(params)
+            if not sim and params.links == 'netem':
+                from repronet.emu import capabilities
+                options.check_links(params, capabilities.probe())
         except options.UsageError as e:
             print('%s: %s' % (self.name, e), file=sys.stderr)
             return 2
