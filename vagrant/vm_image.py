@@ -197,13 +197,23 @@ def _bootstrap(root, pkgs, say):
             '--customize-hook=' + BOX_HOOK,
             SUITE, root, '-']
     say('mmdebstrap (downloads the packages with apt; the longest step)')
+    tail = []
     with open(sources_file()) as sources:
-        proc = subprocess.run(argv, stdin=sources, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, check=False)
+        proc = subprocess.Popen(argv, stdin=sources, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            for line in proc.stdout:        # its "I: ..." lines are the steps
+                tail = (tail + [line.rstrip()])[-15:]
+                if line.startswith('I: '):
+                    say('mmdebstrap: ' + line[3:].strip())
+        except BaseException:               # Ctrl-C, SIGTERM: stop it before the tree goes
+            proc.kill()
+            raise
+        finally:
+            proc.wait()
     if proc.returncode != 0:
-        tail = '\n'.join(proc.stdout.splitlines()[-15:])
         raise ImageError('mmdebstrap failed (exit %d); its last lines:\n%s' % (
-            proc.returncode, tail))
+            proc.returncode, '\n'.join(tail)))
 
 
 def _install_init(root):
