@@ -17,6 +17,7 @@ in the environment while the lock is held, for tools that want to know.
 """
 
 import fcntl
+import functools
 import os
 import time
 
@@ -57,6 +58,7 @@ def pytest_report_header(config):
             'CI mode: %s (missing root requirements fail instead of skip)' % in_ci()]
 
 
+@functools.lru_cache(maxsize=None)
 def vm_kernel_missing():
     """Why `vm_kernel` tests cannot run here (no sch_netem or no openvswitch module), or None."""
     from repronet.emu import capabilities

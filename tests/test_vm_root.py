@@ -3,7 +3,8 @@
 ``test_netem_path_tests_pass_inside_the_vm`` is how CI (.ci/run -> provision.sh --test) runs
 the tests this machine's kernel cannot: it boots the VM once and runs there the root link
 tests (tests/test_linkemu_root.py, where auto now means netem) and the ``vm_kernel`` tests
-(tests/test_vm_netem_root.py: fidelity with --links netem, smoke on the OVS kernel datapath).
+(tests/test_vm_netem_root.py: netem delay and loss with --links netem's mechanism forced,
+smoke on the OVS kernel datapath).
 Inside the VM a missing netem or OVS module fails those tests instead of skipping them, and
 this test fails unless the inner run passed with tests that really ran.
 """
@@ -19,7 +20,11 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VM = os.path.join(REPO, 'vagrant', 'vm.py')
-INSIDE = ['tests/test_linkemu_root.py', 'tests/test_vm_netem_root.py']
+# test_linkemu_root.py's 20 ms delay test holds a bare-metal bound (3 % + 0.2 ms): the VM's own
+# RTT is about a millisecond, so it runs on the host only; test_vm_netem_root.py checks netem's
+# delay with the VM's bounds.
+INSIDE = ['tests/test_linkemu_root.py', 'tests/test_vm_netem_root.py',
+          '-k', 'not test_delay_20ms_one_way']
 # test_linkemu_root.py's linkdelay-only tests skip on a netem kernel, by design.
 LINKDELAY_ONLY = ('test_loop_with_delay', 'test_reseed_repeats', 'test_stats_of_a_silent',
                   'test_tree_has_one_rule')
