@@ -235,10 +235,14 @@ def _run(argv, what):
 
 
 def _remove_stale(cache, keep, say):
-    """Remove the images of other package lists or builders (a few GB each)."""
+    """Remove the images (and boxes) of other package lists or builders (GBs each)."""
+    key = os.path.basename(keep)[len('image-'):]
     for name in sorted(os.listdir(cache)):
         folder = os.path.join(cache, name)
-        if name.startswith('image-') and folder != keep:
+        if name.startswith('repronet-debian12-') and name.endswith('.box') and key not in name:
+            os.unlink(folder)                   # vagrant/vm_box.py's box of an old image
+            say('removed the outdated box %s' % folder)
+        elif name.startswith('image-') and folder != keep:
             shutil.rmtree(folder, ignore_errors=True)
             say('removed the outdated image %s' % folder)
 
