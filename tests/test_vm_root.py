@@ -85,3 +85,33 @@ def test_netem_path_tests_pass_inside_the_vm(tmp_path):
     netem = [c.get('name') for c in cases if c.get('classname').endswith('test_vm_netem_root')]
     assert len(netem) == 3 and set(netem) <= set(ran), (netem, ran)
     assert len(ran) >= 6, ran
+
+
+def test_next_run_kills_and_removes_what_a_killed_run_left(tmp_path):
+    """A run folder whose owner is gone: its QEMU (checked by command line) is killed and the
+    folder removed; a folder whose owner still runs vm.py is left alone."""
+    sys.path.insert(0, REPO)
+    from vagrant import vm_boot
+    runs = tmp_path / 'runs'
+    dead, live = runs / '111', runs / '222'
+    for folder in (dead, live):
+        folder.mkdir(parents=True)
+    # stand-ins named like what they stand for: a "QEMU" whose command line names its folder,
+    # and a live "vm.py" owner
+    qemu = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', str(dead)])
+    owner = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', 'vm.py'])
+    try:
+        (dead / 'owner').write_text('999999999 1\n')
+        (dead / 'qemu.pid').write_text('%d\n' % qemu.pid)
+        (live / 'owner').write_text('%d %s\n' % (owner.pid, vm_boot._start_time(owner.pid)))
+        said = []
+        vm_boot.clean_leftovers(str(tmp_path), said.append)
+        assert qemu.wait(timeout=10) == -9
+        assert not dead.exists() and live.exists()
+        assert said == ['killed QEMU %d left by an earlier run' % qemu.pid,
+                        'removed %s, left by an earlier run' % dead]
+    finally:
+        for proc in (qemu, owner):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
