@@ -155,8 +155,13 @@ def run(args, image, progress, guard):
         record['revision'] = vm_job.stage(REPO, vm.xfer, args.command, env)
         progress.say('booting %s with %s, %d CPUs, %d MiB' % (
             record['image']['kernel'], accel, args.cpus, args.memory))
+        last = _last_timings()
+        if last:
+            progress.say('the last run here booted in %s s and provisioned in %s s' % (
+                last.get('boot', '?'), last.get('provision', '?')))
         booted = time.monotonic()
-        vm.boot()
+        with guard.held():          # QEMU started and recorded, or not started at all
+            vm.boot()
         finished = vm.follow(_printer(progress, timed, booted), args.timeout)
         timed['vm'] = round(time.monotonic() - booted, 1)
         if not finished:
@@ -191,17 +196,37 @@ def run(args, image, progress, guard):
 
 
 def _printer(progress, timed, booted):
-    """A console-line handler: job markers become progress lines, the rest is echoed."""
+    """A console-line handler: job markers become progress lines (and timings), the rest is
+    echoed."""
+    marks = {}
+
     def on_line(line):
-        if line.startswith(vm_job.MARK):
-            text = line[len(vm_job.MARK):]
-            if text.startswith('booted'):
-                timed['boot'] = round(time.monotonic() - booted, 1)
-                text += ' (%.0f s after QEMU started)' % timed['boot']
-            progress.say(text)
-        elif line.strip():
-            print('  | ' + line, flush=True)
+        if not line.startswith(vm_job.MARK):
+            if line.strip():
+                print('  | ' + line, flush=True)
+            return
+        text = line[len(vm_job.MARK):]
+        now = round(time.monotonic() - booted, 1)
+        step = text.split()[0].rstrip(':')
+        marks[step] = now
+        if step == 'booted':
+            timed['boot'] = now
+            text += ' (%.0f s after QEMU started)' % now
+        for name, start, end in (('provision', 'provisioning', 'running'),
+                                 ('command', 'running', 'command')):
+            if step == end and start in marks:
+                timed[name] = round(now - marks[start], 1)
+        progress.say(text)
     return on_line
+
+
+def _last_timings():
+    """The boot and provision seconds of the last finished run (cache/timings.json)."""
+    try:
+        with open(os.path.join(vm_image.CACHE, 'timings.json')) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
 
 
 def _bring_back(vm, out, record, code, progress):
@@ -220,6 +245,9 @@ def _bring_back(vm, out, record, code, progress):
         shutil.copyfile(os.path.join(vm.xfer, 'out', 'provision.log'),
                         os.path.join(out, 'provision.log'))
     record['results'] = names
+    if 'provision' in record['seconds']:
+        with open(os.path.join(vm_image.CACHE, 'timings.json'), 'w') as handle:
+            json.dump(record['seconds'], handle)
     with open(os.path.join(out, 'vm.json'), 'w') as handle:
         json.dump(record, handle, indent=1)
     progress.say('exit %d; %d results folder(s), vm.json and console.log in %s' % (
