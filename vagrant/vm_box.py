@@ -3,7 +3,8 @@
 A libvirt box is a tar of ``metadata.json`` (provider, disk format, size in GB), a
 ``Vagrantfile`` of box defaults and the disk ``box.img`` (qcow2). The image has no boot
 loader (vm.py boots its kernel directly), so the box carries ``vmlinuz`` and ``initrd.img``
-too and its Vagrantfile points libvirt at them; with no ``init=`` on that command line the
+too and its Vagrantfile points libvirt at copies of them (QEMU under libvirt runs as a user
+that cannot read ~/.vagrant.d); with no ``init=`` on that command line the
 kernel starts systemd, which brings up DHCP on eth0 and sshd for the ``vagrant`` user the
 image has (vagrant/vm_image.py, BOX_HOOK). The domain type is plain ``qemu`` (software
 emulation): KVM hangs on this nested machine; where KVM works, set ``libvirt.driver = "kvm"``
@@ -20,15 +21,28 @@ from vagrant import vm_image
 BOX_NAME = 'repronet/debian12'      # what the project Vagrantfile's config.vm.box names
 STABLE = 'repronet-debian12.box'    # its config.vm.box_url, under the cache
 BOX_VAGRANTFILE = '''# Written by vagrant/vm_box.py: defaults of the box %(name)s.
-# The image has no boot loader: libvirt boots the kernel and initrd shipped in the box.
+# The image has no boot loader: libvirt boots the kernel and initrd shipped in the box. QEMU
+# runs as libvirt's own user, which cannot read the box folder under ~/.vagrant.d, so they
+# are copied to a world-readable folder first.
+require "digest"
+require "fileutils"
+require "tmpdir"
+box_dir = File.dirname(__FILE__)
+boot = File.join(Dir.tmpdir, "repronet-box-" + Digest::SHA256.file(File.join(box_dir, "vmlinuz")).hexdigest[0, 12])
+unless File.exist?(File.join(boot, "initrd.img"))
+  FileUtils.mkdir_p(boot, mode: 0755)
+  ["vmlinuz", "initrd.img"].each do |name|
+    FileUtils.install(File.join(box_dir, name), boot, mode: 0644)
+  end
+end
 Vagrant.configure("2") do |config|
   config.ssh.username = "vagrant"
   config.ssh.password = "vagrant"   # Vagrant puts a key pair of its own in on the first up
   config.vm.provider :libvirt do |libvirt|
     libvirt.driver = "qemu"         # software emulation; "kvm" where KVM works
     libvirt.cpu_mode = "maximum"    # TCG's default CPU model lacks what NumPy needs
-    libvirt.kernel = File.join(File.dirname(__FILE__), "vmlinuz")
-    libvirt.initrd = File.join(File.dirname(__FILE__), "initrd.img")
+    libvirt.kernel = File.join(boot, "vmlinuz")
+    libvirt.initrd = File.join(boot, "initrd.img")
     libvirt.cmd_line = "root=/dev/vda rw console=ttyS0 net.ifnames=0"
     libvirt.disk_bus = "virtio"
   end
