@@ -20,11 +20,12 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VM = os.path.join(REPO, 'vagrant', 'vm.py')
-# test_linkemu_root.py's 20 ms delay test holds a bare-metal bound (3 % + 0.2 ms): the VM's own
-# RTT is about a millisecond, so it runs on the host only; test_vm_netem_root.py checks netem's
-# delay with the VM's bounds.
+# test_linkemu_root.py's delay and loss tests hold bare-metal bounds (3 % + 0.2 ms; 5,000
+# probes at 5,000/s): the VM's own RTT is about a millisecond, and on a busy host its emulated
+# CPU drops probes at that rate (seen: the loss test failed while another VM ran beside it).
+# They run on the host; test_vm_netem_root.py checks netem's delay and loss with the VM's bounds.
 INSIDE = ['tests/test_linkemu_root.py', 'tests/test_vm_netem_root.py',
-          '-k', 'not test_delay_20ms_one_way']
+          '-k', 'not test_delay_20ms_one_way and not test_loss_10_percent']
 # test_linkemu_root.py's linkdelay-only tests skip on a netem kernel, by design.
 LINKDELAY_ONLY = ('test_loop_with_delay', 'test_reseed_repeats', 'test_stats_of_a_silent',
                   'test_tree_has_one_rule')
