@@ -85,7 +85,7 @@ def test_netem_path_tests_pass_inside_the_vm(tmp_path):
     assert all(name.startswith(LINKDELAY_ONLY) for name in skipped), skipped
     netem = [c.get('name') for c in cases if c.get('classname').endswith('test_vm_netem_root')]
     assert len(netem) == 3 and set(netem) <= set(ran), (netem, ran)
-    assert len(ran) >= 6, ran
+    assert len(ran) >= 4, ran
 
 
 def test_next_run_kills_and_removes_what_a_killed_run_left(tmp_path):
