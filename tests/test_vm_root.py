@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -102,6 +103,10 @@ def test_next_run_kills_and_removes_what_a_killed_run_left(tmp_path):
     qemu = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', str(dead)])
     owner = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', 'vm.py'])
     try:
+        for _ in range(500):        # until the stand-ins have exec'd (their command lines)
+            if 'vm.py' in vm_boot._cmdline(owner.pid) and str(dead) in vm_boot._cmdline(qemu.pid):
+                break
+            time.sleep(0.01)
         (dead / 'owner').write_text('999999999 1\n')
         (dead / 'qemu.pid').write_text('%d\n' % qemu.pid)
         (live / 'owner').write_text('%d %s\n' % (owner.pid, vm_boot._start_time(owner.pid)))
