@@ -17,6 +17,7 @@ in the environment while the lock is held, for tools that want to know.
 """
 
 import fcntl
+import functools
 import os
 import time
 
@@ -57,11 +58,32 @@ def pytest_report_header(config):
             'CI mode: %s (missing root requirements fail instead of skip)' % in_ci()]
 
 
+@functools.lru_cache(maxsize=None)
+def vm_kernel_missing():
+    """Why `vm_kernel` tests cannot run here (no sch_netem or no openvswitch module), or None."""
+    from repronet.emu import capabilities
+    caps = capabilities.probe()
+    lacking = [f for f in ('netem', 'ovs_kernel') if not getattr(caps, f)]
+    if lacking:
+        return 'needs %s (Debian\'s stock kernel); tests/test_vm_root.py runs this test in ' \
+               'the VM (vagrant/vm.py)' % ' and '.join(lacking)
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    """Skip (or, in CI, fail) root tests whose requirements are missing."""
+    """Skip (or, in CI, fail) root tests whose requirements are missing.
+
+    `vm_kernel` tests need the stock kernel: skipped where it is missing, even in CI (CI runs
+    them inside the VM), but inside vagrant/vm.py (REPRONET_VM set) a missing one fails."""
     if item.get_closest_marker('root') is None:
         return
+    if item.get_closest_marker('vm_kernel') is not None and root_missing() is None:
+        reason = vm_kernel_missing()
+        if reason and os.environ.get('REPRONET_VM'):
+            pytest.fail('inside the VM but this test cannot run: ' + reason, pytrace=False)
+        if reason:
+            pytest.skip(reason)
     reason = root_missing()
     if reason is None:
         return

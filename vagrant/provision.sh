@@ -27,7 +27,14 @@ PACKAGES=(
     iperf3 uftp iptables ethtool bridge-utils cgroup-tools iproute2 iputils-ping procps psmisc
     kmod util-linux tcpdump git
     gcc make libc6-dev pkg-config libnetfilter-queue-dev
+    qemu-system-x86 qemu-utils mmdebstrap
 )
+# vagrant/vm.py (a VM with a netem kernel) needs these on the machine that runs the VM, not
+# inside the VM: its image leaves them out, and inside it (REPRONET_VM set by vm.py and the
+# Vagrantfile, or /run/repronet-vm) they are skipped.
+VM_HOST_ONLY=" qemu-system-x86 qemu-utils mmdebstrap "
+IN_VM=0
+{ [ -n "${REPRONET_VM:-}" ] || [ -e /run/repronet-vm ]; } && IN_VM=1
 
 usage() {
     sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
@@ -68,6 +75,7 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 missing=()
 for pkg in "${PACKAGES[@]}"; do
+    [ $IN_VM = 1 ] && [[ "$VM_HOST_ONLY" == *" $pkg "* ]] && continue
     status=$(dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null || true)
     [ "$status" = "install ok installed" ] || missing+=("$pkg")
 done

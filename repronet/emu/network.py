@@ -66,7 +66,7 @@ class Network:
 
     def __init__(self, topo, switch='lxbr', datapath='auto', caps=None,
                  controller_log=None, stats_interval=1.0, on_built=None,
-                 seed=0, log_dir=None):
+                 seed=0, log_dir=None, links='auto'):
         self.topo = topo
         self.switch = switch
         self.caps = caps or capabilities.probe()
@@ -75,7 +75,7 @@ class Network:
         self.stats_interval = stats_interval
         self.on_built = on_built
         self.log_dir = log_dir
-        self.links = linkemu.plan(topo, self.caps, seed=seed)
+        self.links = linkemu.plan(topo, self.caps, seed=seed, mechanism=links)
         try:
             self.cpu_limits = cpulimit.plan(topo, self.caps)
         except cpulimit.CpuLimitError as e:
@@ -187,6 +187,7 @@ class Network:
             'offloads_off': {'features': list(OFFLOADS),
                              'interfaces': list(self.offloads_off)}
             if self.offloads_off else None,
+            'link_mechanism': self.links.mechanism,
             'links': self.links.records(),
             'link_daemons': self.links.daemon_schedule(),
             'ports': self.ports(),

@@ -34,7 +34,7 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
         topo, switch=params.switch, datapath=params.datapath, caps=caps,
         controller_log=folder.log_path('controller-stats'),
         stats_interval=experiment.stats_interval, on_built=state.record,
-        seed=params.seed, log_dir=folder.logs, **where)
+        seed=params.seed, log_dir=folder.logs, links=params.links, **where)
     net.start()
     folder.update(mechanisms=dict(net.mechanisms(), backend='emu'))
     return net, monitor, ctx_cls(net, params, folder, state, monitor, guard, progress)

@@ -16,6 +16,9 @@ Shared flags:
                    OpenFlow 1.3 controller, with per-port statistics)
   --datapath DP    auto | kernel | user: the OVS datapath (auto picks kernel
                    where the host has the openvswitch module, else user)
+  --links MECH     auto | netem | linkdelay: how link delay, jitter and loss
+                   are emulated (auto: netem where the kernel has it, else the
+                   linkdelay daemon); forcing one compares the two on one kernel
   --dry-run        print the points, the estimated time and the disk the run
                    needs, then stop (no root, no lock, nothing built)
   --keep-going     a point that fails is recorded and the next one runs
@@ -44,6 +47,7 @@ from repronet.run import results
 SCALES = ('smoke', 'default', 'seed')
 SWITCHES = ('lxbr', 'ovs', 'osken')
 DATAPATHS = ('auto', 'kernel', 'user')
+LINKS = ('auto', 'netem', 'linkdelay')    # repronet.emu.linkemu.MECHANISMS
 CLI_WHEN = ('start', 'failure')
 BACKENDS = ('emu', 'sim')
 TUNNELS = ('vxlan', 'ssh')
@@ -92,6 +96,10 @@ def build_parser(experiment):
         '--datapath', choices=DATAPATHS, default='auto',
         help='Open vSwitch datapath: kernel module or userspace; auto picks '
         'kernel when the host has it (default auto)')
+    shared.add_argument(
+        '--links', choices=LINKS, default='auto',
+        help='link delay/jitter/loss: netem (the kernel qdisc), linkdelay (our NFQUEUE '
+        'daemon) or auto: netem where the kernel has it (default auto)')
     shared.add_argument(
         '--dry-run', action='store_true',
         help='print the points, the estimated time and the disk the run needs '
@@ -201,6 +209,9 @@ def check_shared(params, limits=None):
         if params.switch != 'lxbr' or params.datapath != 'auto':
             raise UsageError('--switch and --datapath choose the emulated switch; a '
                              'simulated run has none')
+        if params.links != 'auto':
+            raise UsageError('--links chooses how emulated links delay packets; a '
+                             'simulated run models its links instead')
         if params.sim_cores is not None and not 1 <= params.sim_cores <= 1024:
             raise UsageError('--sim-cores must be a whole number from 1 to 1024')
         from repronet.sim.cpu import parse_costs
@@ -232,6 +243,15 @@ def _check_machines(params):
         check_syntax(machines, params.placement)
     except ClusterError as e:
         raise UsageError(str(e)) from None
+
+
+def check_links(params, caps):
+    """Refuse --links netem on a kernel without sch_netem (one sentence; caps from the
+    capability probe, which needs root, so the runner calls this after its root check)."""
+    if getattr(params, 'links', 'auto') == 'netem' and not caps.netem:
+        raise UsageError('--links netem needs the sch_netem qdisc, which this kernel lacks '
+                         '(see repronet caps); use --links auto or linkdelay, or run in the '
+                         'VM: vagrant/vm.py run')
 
 
 def check_out(params):
