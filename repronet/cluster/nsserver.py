@@ -29,6 +29,7 @@ import ipaddress
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -41,6 +42,9 @@ PREFIX = 'rnsrv-'
 KEY_ROOT = '/var/tmp/repronet-nsserver'
 POOL = ipaddress.ip_network('172.30.0.0/16')
 SSHD = '/usr/sbin/sshd'
+# The checkout this module belongs to: a second machine has it at the same path (the precheck
+# asks for that), so when it lies under /tmp or /run it is bound back over the fresh tmpfs.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 READY_TIMEOUT = 10.0
 
 
@@ -161,9 +165,18 @@ class NamespaceServer:
 
     def _start_sshd(self):
         """sshd -D in the namespace, with private /tmp and /run (a mount namespace of its own)."""
-        script = ('mount -t tmpfs -o mode=1777 repronet-tmp /tmp && '
+        keep, back = '', ''
+        if any(REPO == top or REPO.startswith(top + '/') for top in ('/tmp', '/run')):
+            # a clone under /tmp (CI's) would vanish under the fresh tmpfs: hold it aside
+            # in this namespace's own mount table, then bind it back at the same path
+            aside = os.path.join(self.keys, 'checkout')
+            os.makedirs(aside, exist_ok=True)
+            keep = 'mount --bind %s %s && ' % (shlex.quote(REPO), shlex.quote(aside))
+            back = 'mkdir -p %s && mount --bind %s %s && ' % (
+                shlex.quote(REPO), shlex.quote(aside), shlex.quote(REPO))
+        script = (keep + 'mount -t tmpfs -o mode=1777 repronet-tmp /tmp && '
                   'mount -t tmpfs -o mode=755 repronet-run /run && mkdir -p /run/sshd && '
-                  'exec %s -D -e -f %s' % (SSHD, os.path.join(self.keys, 'sshd_config')))
+                  + back + 'exec %s -D -e -f %s' % (SSHD, os.path.join(self.keys, 'sshd_config')))
         err = open(os.path.join(self.keys, 'sshd.err'), 'w')
         with err:
             self.sshd = subprocess.Popen(
