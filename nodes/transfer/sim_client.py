@@ -39,8 +39,7 @@ class SimClient:
         self.state = 'connecting'       # connecting | ready | reply | data | over
         self.reader = core.LineReader()
         self.seen = -1                  # bytes at the watchdog's last look
-        self.final = os.path.join(args.out, args.save_as)
-        self.temp = os.path.join(args.out, '.%s.part-sim' % args.save_as)
+        self.final = self.temp = None
 
     def start(self):
         env, a = self.env, self.args
@@ -48,6 +47,8 @@ class SimClient:
             env.error('transfer.client: put does not run in the simulator (get only)')
             env.exit(2)
             return
+        self.final = os.path.join(a.out, a.save_as)
+        self.temp = os.path.join(a.out, '.%s.part-sim' % a.save_as)
         mss = payload = None
         if a.segment:
             mss = core.mss_for_payload(a.packet, True)
