@@ -81,13 +81,13 @@ def test_dropcache_on_is_refused_in_one_sentence():
 class _Pair:
     """a (client) and b (file server) on one switch in the simulator; served folder root."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, costs=None):
         from tests.test_kv_sim import Pair
         from repronet.sim.backend import SimBackend
         self.logs, self.root, self.out = tmp / 'logs', tmp / 'root', tmp / 'out'
         for folder in (self.logs, self.root, self.out):
             folder.mkdir()
-        self.backend = SimBackend(Pair(), 1, log_dir=self.logs)
+        self.backend = SimBackend(Pair(), 1, log_dir=self.logs, costs=costs, cores=2)
 
     def start(self, host, name, module, flags):
         return self.backend.start_node(self.backend.hosts[host], name,
@@ -138,3 +138,19 @@ def test_a_server_killed_mid_transfer_is_the_clients_error_and_leaves_no_file(tm
     last = sim.records('c')[-1]
     assert last['error'] == 'the server went away mid-transfer (connection reset by peer)'
     assert 0 < last['bytes'] < 5_000_000 and list(sim.out.iterdir()) == []
+
+
+@pytest.mark.parametrize('per_byte, mbps', [(0.0, 100 * 1448 / 1514), (2e-7, 40.0)])
+def test_a_per_byte_cost_on_the_client_caps_r_x_at_its_rate(tmp_path, per_byte, mbps):
+    """--sim-cost nodes.transfer.client/byte=C: the client takes C s per byte it reads, so
+    R_x is at most 8 / C bit/s (40 Mbit/s on the 100 Mbit/s link); without it, the link's
+    goodput at 1,448-byte segments."""
+    costs = {'nodes.transfer.client/byte': per_byte} if per_byte else None
+    sim = _Pair(tmp_path, costs)
+    (sim.root / 'f.bin').write_bytes(bytes(4_000_000))
+    sim.start('b', 'server', 'nodes.transfer.server', ['--root', sim.root]).wait_ready(5)
+    client = sim.start('a', 'c', 'nodes.transfer.client', [
+        'get', '--server', sim.backend.hosts['b'].ip, '--port', 5001, '--out', sim.out,
+        '--name', 'f.bin'])
+    assert client.wait(60) == 0
+    assert sim.records('c')[-1]['rx_mbps'] == pytest.approx(mbps, rel=0.05)
