@@ -22,9 +22,10 @@ The stream model, stated so users know what it leaves out (DESIGN.md repeats it)
   write of the MSS (Nagle off) is one packet paying 66 header bytes on every link.
 * send buffer (for a sender that blocks as on a real socket): ``send_space()`` of twice the
   window (``tcp_sndbuf_expand``), ``when_writable(fn)`` once at most 2/3 full.
-* loss: a lost train (or FIN) is sent again after the retransmission timeout (200 ms plus
-  the path's round trip, doubled for each loss of the same train, at most 60 s): no fast
-  retransmit, no SACK.
+* loss: the packets a train lost are sent again when the duplicate ACKs of at least three
+  that arrived reach the sender (fast retransmit), else (and a lost FIN) after the RTO
+  (200 ms plus the path's round trip, doubled per loss of the same train, at most 60 s).
+  The window never shrinks for a loss: a loss costs its repair's time, nothing more.
 * left out: slow start and congestion control (a flow sends its window at once and never
   shrinks it, so several flows through one bottleneck share it by FIFO interleaving, not by
   AIMD, and enough of them overflow its queue), delayed and lost
