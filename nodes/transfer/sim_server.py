@@ -81,7 +81,10 @@ class _Connection:
             self._refuse(str(e))
 
     def connection_lost(self, conn, why):
-        if self.state == 'sending':
+        if self.state == 'request':
+            self.book._error(self.fields, 'the client closed before its request line ended'
+                             if why is None else 'the client went away (%s)' % why, 0)
+        elif self.state == 'sending':
             self.book._error(self.fields, 'the client went away mid-transfer (%s)' % (
                 why or 'it closed its side'), self.clock.bytes)
         self._end()
