@@ -223,6 +223,10 @@ def report(manifest, data, drawn):
              '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
              'when more than %g %% of its samples are over %g %% busy' % (
                  _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
+    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
+        lines.append('- backend: simulation (`repronet.sim`, virtual time): iperf3, the capture '
+                     'and the cold-read points did not run; no CPU monitor; the stream model '
+                     'has no slow start or congestion control (DESIGN.md)')
     hot = pts[pts['cpu_bound'] == True] if len(pts) else pts  # noqa: E712
     if len(hot):
         lines.append('- CPU-bound points (the machine, not the network, limited them): %s' % (

@@ -45,7 +45,8 @@ def test_a_simulated_smoke_run_is_analysed_and_skips_what_needs_real_hosts(runs)
     transfers = pd.read_csv(first / 'tables' / 'transfers.csv')
     assert len(transfers) == 11 and transfers['ok'].all()
     assert not any((first / 'logs').glob('*iperf3*'))
-    assert 'every received file whole' in (first / 'report.md').read_text()
+    report = (first / 'report.md').read_text()
+    assert 'every received file whole' in report and '- backend: simulation' in report
 
 
 def test_small_segments_pay_their_headers(runs):
