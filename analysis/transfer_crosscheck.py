@@ -65,11 +65,12 @@ def _why(key, emu, sim, bound, r):
     if nan(sim['tx_mbps']) and not nan(emu['tx_mbps']):
         reasons.append('the file fits the simulated send buffer: every write at one instant, '
                        'no T_x')
-    if not nan(r) and r > 1.15 and not nan(emu['iperf']) and emu['iperf'] > emu['total_mbps'] \
-            * 1.15:
+    small = size is not None and size <= 100000
+    if not small and not nan(r) and r > 1.15 and not nan(emu['iperf']) and \
+            emu['iperf'] > emu['total_mbps'] * 1.15:
         reasons.append('iperf3 (C) carried %.0f Mbit/s in the same emulated point: the '
                        'Python sender, not the network, set the emulated rate' % emu['iperf'])
-    if size is not None and size <= 100000:
+    if small:
         reasons.append('small file: a few round trips and the start-up are all of it')
     return '; '.join(reasons)
 
@@ -108,7 +109,8 @@ def markdown(df):
     whole = ('size', 'packet', 'conns', 'emu_repeats', 'emu_cpu_bound')
     for row in df[cols].itertuples(index=False):
         lines.append('| ' + ' | '.join(
-            '' if nan(v) else v if isinstance(v, str) else '%d' % v if c in whole
+            '' if nan(v) else v if isinstance(v, str) else ('no', 'yes')[v]
+            if isinstance(v, bool) else '%d' % v if c in whole
             else cell(v, '%.3g') for c, v in zip(cols, row)) + ' |')
     return '\n'.join(lines)
 
@@ -132,6 +134,9 @@ def main(argv=None):
         return 2
     if args.csv:
         df.to_csv(args.csv, index=False, float_format='%.6g')
+    cpu = inputs.as_dict(inputs.read_manifest(args.emu_dir).get('cpu'))
+    print('emulated run: CPU mean busy %s, saturated %s (its CPU monitor)\n' % (
+        cell(cpu.get('mean'), '%.2f'), cpu.get('saturated')))
     print(markdown(df))
     return 0
 
