@@ -11,8 +11,8 @@ every rebuild:
   (all processes share the machine's monotonic clock);
 - ``tables/points.csv``: one row per point: ours (mean per connection, the aggregate
   over the point, Jain's index over the connections' rates) and iperf3 ``-R`` in the same
-  point (``end.sum_received``, its streams, their Jain's index), the CPU verdict over
-  our transfer;
+  point (``end.sum_received``, its streams, their Jain's index; none in a simulated
+  run), the CPU verdict over our transfer;
 - ``table1_size.csv`` .. ``table4_iperf.csv``: the seed's four tables, its numbers beside
   ours (means over repetitions, with min and max), and our rate over iperf3's and over
   the configured bandwidth;
@@ -147,6 +147,7 @@ def tables(run_dir):
     found = Inputs(logs)
     samples, interval = read_cpu(found, manifest)
     bar = cpu_bar(manifest)
+    sim = as_dict(manifest.get('mechanisms')).get('backend') == 'sim'    # no iperf3 there
     conns, points = [], []
     for record, point, result in found.points(POINT_KEYS):
         if record.get('status') == 'failed':
@@ -169,7 +170,7 @@ def tables(run_dir):
                    rx_mbps=_mean(rows, 'rx_mbps'), total_mbps=_mean(rows, 'total_mbps'),
                    read_s=_mean(rows, 'read_s'), aggregate_mbps=agg, jain=fair,
                    cpu_busy=busy, cpu_bound=bound)
-        if point['kind'] != 'capture' and not point.get('cold'):
+        if point['kind'] != 'capture' and not point.get('cold') and not sim:
             total, streams, start, end = _iperf(found, logs, '%s-iperf3-client' % tag(point),
                                                 point['point'])
             ibusy, _o, ibound = cpu_window(samples, interval, start, end, bar)

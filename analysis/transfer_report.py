@@ -66,7 +66,9 @@ def targets(data, manifest):
                               load_bound)
     rows.append({'target': "Jain's index over N connections (lowest)", 'measured': worst,
                  'goal': '>= %g' % JAIN_GOAL, 'verdict': verdict, 'notes': notes})
-    rows.append(_mathis_target(data['path'], manifest['params'].get('congestion_control')))
+    sim = inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim'
+    rows.append(_mathis_target(data['path'], 'sim' if sim else
+                               manifest['params'].get('congestion_control')))
     conns = data['transfers']
     ok = int(conns['ok'].sum()) if len(conns) else 0
     verdict = 'no data' if not len(conns) else ('met' if ok == len(conns) else 'not met')
@@ -90,8 +92,9 @@ def targets(data, manifest):
 def _mathis_target(path, cc):
     """Under loss, the measured rate against the lower of the Mathis bound and the link.
 
-    The bound models Reno's additive increase; cc (the senders' congestion control) says
-    why a rate can exceed it: CUBIC and BBR grow faster, and BBR does not slow for loss."""
+    The bound models Reno's additive increase; cc (the senders' congestion control, 'sim'
+    in a simulated run) says why a rate can exceed it: CUBIC and BBR grow faster, BBR does
+    not slow for loss, and the simulator's streams have no congestion control at all."""
     lossy = path[path['loss'] > 0] if len(path) else path
     if not len(lossy) or lossy['rx_mbps'].isna().all():
         return {'target': 'under loss, rate / min(Mathis bound, link) within [0.5, 2]',
@@ -103,6 +106,10 @@ def _mathis_target(path, cc):
     for r in outside.itertuples():
         if nan(r.rx_over_limit):
             why.append('%g ms %g %%: no rate' % (r.delay_ms, r.loss))
+        elif r.rx_over_limit > 2 and cc == 'sim':
+            why.append('%g ms %g %%: %.2f x the bound (the simulated stream has no congestion '
+                       'control: a loss costs its repair, never a smaller window)' % (
+                           r.delay_ms, r.loss, r.rx_over_limit))
         elif r.rx_over_limit > 2:
             why.append('%g ms %g %%: %.2f x the bound (%s %s the Reno model of Mathis\'s '
                        'formula)' % (r.delay_ms, r.loss, r.rx_over_limit, cc or 'the sender',
@@ -223,6 +230,10 @@ def report(manifest, data, drawn):
              '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
              'when more than %g %% of its samples are over %g %% busy' % (
                  _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
+    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
+        lines.append('- backend: simulation (`repronet.sim`, virtual time): iperf3, the capture '
+                     'and the cold-read points did not run; no CPU monitor; the stream model '
+                     'has no slow start or congestion control (DESIGN.md)')
     hot = pts[pts['cpu_bound'] == True] if len(pts) else pts  # noqa: E712
     if len(hot):
         lines.append('- CPU-bound points (the machine, not the network, limited them): %s' % (

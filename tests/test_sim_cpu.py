@@ -70,3 +70,19 @@ def test_bytes_that_arrive_at_a_paused_server_are_charged_when_it_resumes(tmp_pa
     assert client.wait(60) == 0, net.err(client)
     assert net.backend.cpu.busy == pytest.approx(plain.backend.cpu.busy, rel=1e-9)
     assert net.backend.cpu.busy > 0
+
+
+def test_a_free_callback_waits_for_the_charged_ones_its_node_has_not_finished():
+    """A node's callbacks run in order on its one thread: a connection's end (free) must not
+    overtake the data before it (charged per byte), or the node sees the end first."""
+    from repronet.sim.engine import Engine
+
+    class Proc:
+        kind = 'nodes.dht.server'
+    engine, proc = Engine(), Proc()
+    model = cpu.CpuModel(engine, 2, {'nodes.dht.server/byte': PER_BYTE})
+    assert model.claim(proc, 1000) == pytest.approx(1000 * PER_BYTE)
+    assert model.claim(proc, 0) == pytest.approx(1000 * PER_BYTE)
+    engine.at(0.5, lambda: None)
+    engine.run()
+    assert model.claim(proc, 0) is None

@@ -19,6 +19,12 @@ component's interfaces have segmentation offloads off, so what the capture sees 
 a wire would carry.
 
 Log names follow :func:`names` (``analysis.transfer`` reads the same names).
+
+In simulation (``--backend sim``) the same server and clients run through their
+``simulate()`` (``nodes/transfer/sim_server.py``, ``sim_client.py``) on the same files:
+iperf3 is skipped (it has no simulated twin), capture and cold points are not declared
+(``topologies/transfer.py``), the received files go to a folder named by the point
+(``workloads.scratch``) and the TCP settings recorded are the stream model's.
 """
 
 import hashlib
@@ -26,9 +32,9 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 
 from repronet.emu.process import LogReady, TcpListening
+from workloads import scratch
 
 PORT = 5001
 IPERF_PORT = 5201
@@ -133,11 +139,11 @@ class Point:
 
     def run(self):
         """Run the point; every node is stopped and received data removed on every path."""
-        recv = tempfile.mkdtemp(prefix='recv-p%03d-' % self.point['point'],
-                                dir=self.params.workdir)
+        recv = scratch.point_folder(self.ctx, 'recv-p%03d' % self.point['point'])
         try:
             self._ours(recv)
-            if self.point['kind'] != 'capture' and not self.point.get('cold'):
+            if self.point['kind'] != 'capture' and not self.point.get('cold') and \
+                    self.params.backend != 'sim':
                 self._iperf()           # iperf3 reads no file: its warm twin has it
         finally:
             self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
@@ -246,6 +252,8 @@ SYSCTLS = {'timestamps': 'net.ipv4.tcp_timestamps',
            'wmem': 'net.ipv4.tcp_wmem', 'rmem_max': 'net.core.rmem_max',
            'wmem_max': 'net.core.wmem_max'}
 CAPTURE_OFFLOADS = ('tso', 'gso', 'gro')
+SIM_TCP = dict({key: None for key in SYSCTLS}, timestamps='1',     # the stream model's
+               congestion_control='none (fixed window, repronet.sim.streams)')
 
 
 def tcp_settings(host):
@@ -278,7 +286,8 @@ def setup(ctx, points, mss_for_payload):
     os.makedirs(p.workdir, exist_ok=True)
     files = FileSet(os.path.join(p.workdir, 'files'), p.seed)
     files.make(pt['size'] for pt in points)
-    tcp = tcp_settings(ctx.host('srv'))
+    sim = p.backend == 'sim'
+    tcp = SIM_TCP if sim else tcp_settings(ctx.host('srv'))
     timestamps = tcp.get('timestamps') not in ('0', None)
     mss = {pt['packet']: mss_for_payload(pt['packet'], timestamps) for pt in points}
     offloads = []
@@ -293,7 +302,8 @@ def setup(ctx, points, mss_for_payload):
                 raise RuntimeError('cannot turn offloads off on %s-eth0: %s' % (
                     name, err.strip()))
             offloads.append('%s-eth0' % name)
-    ctx.results.update(hosts={h.name: h.IP() for h in ctx.net.hosts}, tcp=tcp,
+    hosts = ctx.backend.hosts.values() if sim else ctx.net.hosts
+    ctx.results.update(hosts={h.name: h.IP() for h in hosts}, tcp=tcp,
                        workdir_fs=file_system(p.workdir),
                        files={FileSet.name(s): h for s, h in sorted(files.sha256.items())},
                        segment_mss={str(k): v for k, v in sorted(mss.items())},

@@ -16,7 +16,8 @@ together and connection set-up is outside the timed part.
 get writes to a temporary name in ``--out``, checks size and SHA-256 against the
 server's ``OK`` line and renames: a partial file never has the final name. Stdout: JSON
 lines (``received`` or ``sent``, or ``error`` and exit status 1); bad flags are one
-sentence on stderr and exit status 2, before any connection.
+sentence on stderr and exit status 2, before any connection. ``simulate(env, argv)`` runs
+the same client in the simulator (``sim_client``: get only).
 """
 
 import asyncio
@@ -219,6 +220,13 @@ def main(argv=None):
     """Run one transfer; exit 0 on success, 1 on failure, 2 on bad flags."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     return asyncio.run(run(args, JsonLog()))
+
+
+def simulate(env, argv):
+    """Run this client in the simulator (`repronet.sim`): the same GET, checks and records
+    over a simulated stream, in virtual time (`sim_client`)."""
+    from nodes.transfer.sim_client import SimClient
+    SimClient(env, parse_args(argv)).start()
 
 
 if __name__ == '__main__':

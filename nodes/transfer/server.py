@@ -21,6 +21,7 @@ sidecar is caught by the client's own check.
 
 Stdout: JSON lines (``ready``, ``sent``, ``received``, ``error``, ``summary`` on SIGTERM);
 ``t_*`` fields are ``time.monotonic()`` seconds, shared by every process on the machine.
+``simulate(env, argv)`` runs the same server in the simulator (``sim_server``: GET only).
 """
 
 import asyncio
@@ -277,6 +278,14 @@ def main(argv=None):
             args.host, args.port, e.strerror or e))
         return 1
     return 0
+
+
+def simulate(env, argv):
+    """Run this server in the simulator (`repronet.sim`): the same checks, files and
+    records over a simulated stream, in virtual time (`sim_server`)."""
+    from nodes.transfer.sim_server import SimFileServer
+    args = parse_args(argv)
+    SimFileServer(env, args, FileServer(args, env.log), Refused).start()
 
 
 if __name__ == '__main__':

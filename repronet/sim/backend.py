@@ -99,6 +99,10 @@ class SimBackend:
                             'doubling); no slow start or congestion control'
                             % (streams.TRAIN_BYTES, streams.WINDOW, streams.RTO_MIN),
                  'mss': streams.MSS, 'tcp_overhead': streams.TCP_OVERHEAD,
+                 'segments': 'MSS bytes of payload, or what the client clamps it to '
+                             '(TCP_MAXSEG), each with tcp_overhead header bytes (Ethernet, '
+                             'IPv4, TCP, timestamps; no preamble or gap) on every link',
+                 'send_buffer_windows': streams.SNDBUF_WINDOWS,
                  'udp_overhead': streams.UDP_OVERHEAD,
                  'processing': self.cpu.record() if self.cpu else 'none (zero cost)'}
         return {'backend': 'sim', 'network_model': model, 'links': self.net.records(),

@@ -40,9 +40,10 @@ class CpuModel:
         cost = self.costs.get(kind, 0.0)
         if nbytes:
             cost += self.per_byte.get(kind, 0.0) * nbytes
-        if not cost:
-            return None
         now = self.engine.now
+        if not cost:        # free, but not before what the node's thread is still doing
+            busy = self.thread.get(proc, 0.0)
+            return busy if busy > now else None
         i = min(range(len(self.free)), key=self.free.__getitem__)
         start = max(now, self.free[i], self.thread.get(proc, 0.0))
         end = start + cost

@@ -10,7 +10,7 @@ through ``env``, which offers the same things in virtual time:
 * ``env.now()``, ``env.call_at(when, fn, *args)`` / ``env.call_soon`` (a handle with
   ``cancel()``), ``env.rng`` (a ``random.Random`` of the node's own, seeded from the run's seed
   and the node's name);
-* ``env.listen(port, accept)``, ``env.connect(ip, port, protocol)``, ``env.bind_udp(port,
+* ``env.listen(port, accept)``, ``env.connect(ip, port, protocol, mss=None)``, ``env.bind_udp(port,
   received)``, ``env.sendto(data, addr, sport)``: the host's simulated stack
   (``repronet.sim.streams``);
 * ``env.log`` (a ``JsonLog``-like writer: ``write(event, t=None, flush=False, **fields)``,
@@ -142,8 +142,8 @@ class SimProcess:
         self.stack.listen(port, lambda conn: _Guarded(self, accept(conn)))
         self.ports.append(port)
 
-    def connect(self, ip, port, protocol):
-        conn = self.stack.connect(ip, port, _Guarded(self, protocol))
+    def connect(self, ip, port, protocol, mss=None):
+        conn = self.stack.connect(ip, port, _Guarded(self, protocol), mss)
         self.conns[conn] = None
         return conn
 

@@ -9,7 +9,8 @@ The stream model, stated so users know what it leaves out (DESIGN.md repeats it)
   client's application hears ``connection_made`` before any data the server wrote.
 * data: each write is queued; the sender keeps at most a window of bytes unacknowledged and
   sends what is queued as trains of up to 64 KiB (``Network.send``), each packet carrying
-  up to 1,448 bytes plus 66 bytes of Ethernet, IP and TCP headers (timestamps on). The
+  up to the connection's MSS (1,448 bytes unless the client clamps it, ``connect(mss=)``,
+  as ``TCP_MAXSEG`` does) plus 66 bytes of Ethernet, IP and TCP headers (timestamps on). The
   receiver hands bytes to the application in order. An acknowledgement reaches the sender
   one propagation delay after the train arrived (no queueing, never lost, no bandwidth):
   the window is ACK-clocked. The window is the path's bandwidth-delay product (its slowest
@@ -17,9 +18,14 @@ The stream model, stated so users know what it leaves out (DESIGN.md repeats it)
   hop by hop does not leave the link idle), at most 4 MiB and at most what the
   smallest queue on the path holds: what a well-tuned congestion control settles at with
   one flow, so the flow fills the path and keeps about 90 packets queued at the bottleneck.
-* loss: a lost train (or FIN) is sent again after the retransmission timeout (200 ms plus
-  the path's round trip, doubled for each loss of the same train, at most 60 s): no fast
-  retransmit, no SACK.
+* clamped MSS: both ends use the client's; trains and window are whole segments, so one
+  write of the MSS (Nagle off) is one packet paying 66 header bytes on every link.
+* send buffer (for a sender that blocks as on a real socket): ``send_space()`` of twice the
+  window (``tcp_sndbuf_expand``), ``when_writable(fn)`` once at most 2/3 full.
+* loss: the packets a train lost are sent again when the duplicate ACKs of at least three
+  that arrived reach the sender (fast retransmit), else (and a lost FIN) after the RTO
+  (200 ms plus the path's round trip, doubled per loss of the same train, at most 60 s).
+  The window never shrinks for a loss: a loss costs its repair's time, nothing more.
 * left out: slow start and congestion control (a flow sends its window at once and never
   shrinks it, so several flows through one bottleneck share it by FIFO interleaving, not by
   AIMD, and enough of them overflow its queue), delayed and lost
@@ -41,6 +47,7 @@ UDP_PAYLOAD = 1472
 UDP_OVERHEAD = 42           # Ethernet 14 + IPv4 20 + UDP 8
 SYN_BYTES = 74
 TRAIN_BYTES = 65536
+SNDBUF_WINDOWS = 2          # the send buffer holds this many windows (tcp_sndbuf_expand)
 WINDOW = 4 * 1024 * 1024    # most bytes in flight per connection (Linux's autotuned buffers)
 RTO_MIN = 0.2
 RTO_MAX = 60.0
@@ -54,15 +61,22 @@ def _packets(nbytes, payload):
     return max(1, -(-nbytes // payload))
 
 
-def window(net, src, dst):
-    """The window of a connection src -> dst (see the module's docstring)."""
+def train_bytes(mss):
+    """The most bytes one train carries: 64 KiB, or whole segments of a clamped MSS."""
+    return TRAIN_BYTES if mss == MSS else max(1, TRAIN_BYTES // mss) * mss
+
+
+def window(net, src, dst, mss=MSS):
+    """The window of a connection src -> dst (see the module's docstring); whole segments
+    when the MSS is clamped."""
     path = net.route(src, dst) or []
     rates = [p.rate for p in path if p.rate is not None]
     if not rates:
-        return WINDOW
+        return WINDOW if mss == MSS else WINDOW // mss * mss
     rtt = 2 * sum(p.delay for p in path)
-    fits = (min(p.limit for p in path) - 2) * MSS
-    return max(MSS, min(WINDOW, int(min(rates) * rtt) + 2 * TRAIN_BYTES, fits))
+    fits = (min(p.limit for p in path) - 2) * mss
+    size = max(mss, min(WINDOW, int(min(rates) * rtt) + 2 * train_bytes(mss), fits))
+    return size if mss == MSS else size // mss * mss
 
 
 class Stack:
@@ -90,10 +104,11 @@ class Stack:
         """Stop accepting on port (open connections stay)."""
         self.listeners.pop(port, None)
 
-    def connect(self, ip, port, protocol):
-        """Open a connection to ip:port; protocol hears connection_made or connection_lost."""
+    def connect(self, ip, port, protocol, mss=None):
+        """Open a connection to ip:port; protocol hears connection_made or connection_lost.
+        mss: the most payload per segment this client asks for (TCP_MAXSEG), at most MSS."""
         self._ephemeral += 1
-        conn = Conn(self, protocol, (ip, port))
+        conn = Conn(self, protocol, (ip, port), MSS if mss is None else max(1, min(MSS, mss)))
         self.conns.add(conn)
         conn._syn(0)
         return conn
@@ -133,8 +148,9 @@ class Stack:
 class Conn:
     """One end of a simulated TCP connection."""
 
-    def __init__(self, stack, protocol, remote):
+    def __init__(self, stack, protocol, remote, mss=MSS):
         self.stack, self.protocol, self.remote = stack, protocol, remote
+        self.mss, self.train = mss, train_bytes(mss)     # payload per packet, per train
         self.peer = None            # the other end, once the SYN reached a listener
         self.state = 'connecting'   # connecting | open | closing | closed
         self.out = collections.deque()
@@ -145,6 +161,7 @@ class Conn:
         self.back = 0.0             # one-way delay from this end to the other (its ACKs)
         self.window = WINDOW
         self.close_pending = False
+        self.writer = None          # when_writable's fn, until the buffer has room
         self.next_seq = 0           # next train to send
         self.expect = 0             # next train to deliver (receiving side)
         self.early = {}             # seq -> data arrived out of order
@@ -159,6 +176,24 @@ class Conn:
         self.queued += len(data)
         if self.state == 'open':
             self._pump()
+
+    def send_space(self):
+        """Bytes the send buffer (SNDBUF_WINDOWS windows, queued and unacknowledged) still
+        takes; taken-in ACKs only (see _pump)."""
+        return max(0, SNDBUF_WINDOWS * self.window - self.queued - self.inflight)
+
+    def when_writable(self, fn):
+        """Call fn() once the send buffer is at most two thirds full (now, if it is): fn
+        runs inside the stack, so it should only schedule the writing (env.call_soon)."""
+        self.writer = fn
+        self._check_writable()
+
+    def _check_writable(self):
+        fn = self.writer
+        if fn is not None and self.state in ('open', 'connecting') and \
+                3 * (self.queued + self.inflight) <= 2 * SNDBUF_WINDOWS * self.window:
+            self.writer = None
+            fn()
 
     def close(self):
         """Send what is queued, then end the connection (the peer sees it end)."""
@@ -176,7 +211,7 @@ class Conn:
         if self.state == 'closed':
             return
         self.state = 'closed'
-        self.protocol = None
+        self.protocol = self.writer = None
         self.stack.conns.discard(self)
         self.out.clear()
         peer = self.peer
@@ -214,9 +249,9 @@ class Conn:
             self.stack.net.send(dst.host, self.stack.host, 54, 1,
                                 lambda t: self._lost('connection refused'))
             return
-        server = Conn(dst, None, (self.stack.ip, self.stack._ephemeral))
+        server = Conn(dst, None, (self.stack.ip, self.stack._ephemeral), self.mss)
         server.peer, server.state, self.peer = self, 'open', server
-        server.window = window(self.stack.net, dst.host, self.stack.host)
+        server.window = window(self.stack.net, dst.host, self.stack.host, server.mss)
         server.back = self.stack.net.one_way(dst.host, self.stack.host) or 0.0
         dst.conns.add(server)
         server.protocol = accept(server)
@@ -227,7 +262,7 @@ class Conn:
         if self.state != 'connecting':
             return
         self.state = 'open'
-        self.window = window(self.stack.net, self.stack.host, self.peer.stack.host)
+        self.window = window(self.stack.net, self.stack.host, self.peer.stack.host, self.mss)
         self.back = self.stack.net.one_way(self.stack.host, self.peer.stack.host) or 0.0
         self.protocol.connection_made(self)
         self._arrive_in_order()
@@ -243,7 +278,7 @@ class Conn:
         while acks and acks[0][0] <= now:
             self.inflight -= acks.popleft()[1]
         while self.out and self.inflight < self.window and self.state in ('open', 'closing'):
-            room = min(TRAIN_BYTES, self.window - self.inflight)
+            room = min(self.train, self.window - self.inflight)
             parts, size = [], 0
             while self.out and size < room:
                 chunk = self.out[0]
@@ -260,6 +295,8 @@ class Conn:
             seq, self.next_seq = self.next_seq, self.next_seq + 1
             self._transmit(seq, data, 0)
         self._maybe_fin()
+        if self.writer is not None:
+            self._check_writable()
         if acks and self.wake is None and self.state in ('open', 'closing') and (
                 self.out or self.state == 'closing'):
             self.wake = self.stack.engine.at(acks[0][0], self._woken)
@@ -276,10 +313,10 @@ class Conn:
         if losses > RETRIES:
             self._lost('connection timed out')
             return
-        n = len(data)
-        whole = _packets(n, MSS)
+        n, mss = len(data), self.mss
+        whole = _packets(n, mss)
         packets = whole if packets is None else packets
-        size = n if packets == whole else min(n, packets * MSS)
+        size = n if packets == whole else min(n, packets * mss)
         sent_at = self.stack.engine.now
         peer = self.peer
         self.bytes_sent += size
