@@ -28,6 +28,13 @@ there. The emulated time includes the delay daemons' own lateness in releasing h
 (the emulator's error, not the system's, ~one hold per callback on the path): it is printed
 beside the fit and left inside ``base``, so the flag predicts the emulation; the system alone
 would be ``base`` minus that lateness.
+
+Who pays the per-byte cost: latency at one client cannot tell the client encoding a
+REGISTER's names from the server decoding and storing them (both lie on the path once), but
+load can: eight clients encode in parallel, one index server decodes alone. So the fit
+gives their sum, and ``--client-share F`` hands the share F of it to the client, per byte it
+sends (``nodes.dht.client/sent``), as measured on the cores themselves by
+``benchmarks/dht_core_cost.py``.
 """
 
 import argparse
@@ -166,12 +173,15 @@ def predicted_ms(rows, theta):
     return rows['sim_ms'].to_numpy(float) + x @ np.asarray(theta)
 
 
-def flag(theta):
-    """The --sim-cost value of (base, server_byte, client_byte)."""
+def flag(theta, client_share=0.0):
+    """The --sim-cost value of (base, server_byte, client_byte), with client_share of the
+    per-byte cost of what an index server receives charged to the client that sends it."""
     base, server_byte, client_byte = theta
     items = ['%s=%.3g' % (kind, base) for kind in KINDS]
-    items += ['%s/byte=%.3g' % (kind, v) for kind, v in
-              (('nodes.dht.server', server_byte), ('nodes.dht.client', client_byte)) if v]
+    items += ['%s=%.3g' % (key, v) for key, v in (
+        ('nodes.dht.server/byte', server_byte * (1 - client_share)),
+        ('nodes.dht.client/byte', client_byte),
+        ('nodes.dht.client/sent', server_byte * client_share)) if v]
     return ','.join(items)
 
 
@@ -185,10 +195,16 @@ def main(argv=None):
                    '(default I; the others are left to judge the model)')
     p.add_argument('--fit-clients', type=int, default=1, help='fit the points with this '
                    'many clients (default 1: nothing queues for a CPU)')
+    p.add_argument('--client-share', type=float, default=0.0, metavar='F',
+                   help='share of the per-byte cost of what an index server receives that '
+                   'the sending client pays instead (its encoding; benchmarks/'
+                   'dht_core_cost.py measures it on the cores; default 0: the server all)')
     args = p.parse_args(argv)
     parts = tuple(filter(None, args.fit_parts.split(',')))
     if not parts or args.fit_clients < 1:
         p.error('--fit-parts names at least one part and --fit-clients is at least 1')
+    if not 0 <= args.client_share < 1:
+        p.error('--client-share is a share of the per-byte cost, from 0 to below 1')
     try:
         rows = fit_rows(args.emu_dir, args.sim_dir, parts, args.fit_clients)
     except ValueError as e:
@@ -212,7 +228,12 @@ def main(argv=None):
         print('the delay daemons released held packets %.0f us late on average (their own '
               'stats over the whole run): the emulator\'s error, left inside the %.0f us per '
               'callback' % (late, theta[0] * 1e6))
-    print('--sim-cost %s' % flag(theta))
+    if args.client_share and theta[1]:
+        print('of the %.1f ns per byte, the client pays %.1f per byte it sends and the index '
+              'server %.1f per byte it receives (--client-share %g)' % (
+                  theta[1] * 1e9, theta[1] * args.client_share * 1e9,
+                  theta[1] * (1 - args.client_share) * 1e9, args.client_share))
+    print('--sim-cost %s' % flag(theta, args.client_share))
     return 0
 
 

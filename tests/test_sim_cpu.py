@@ -1,5 +1,6 @@
-"""The simulator's processing cost (repronet.sim.cpu): a charge per callback and per byte
-received, parsed from --sim-cost, paid by the real node programs in a simulated run."""
+"""The simulator's processing cost (repronet.sim.cpu): a charge per callback, per byte
+received and per byte sent, parsed from --sim-cost, paid by the real node programs in a
+simulated run."""
 
 import pytest
 
@@ -13,7 +14,9 @@ PER_BYTE = 1e-6
 def test_per_byte_costs_are_parsed_and_checked_like_per_callback_ones():
     assert cpu.parse_costs('nodes.dht.server=1e-4, nodes.dht.server/byte=2e-7') == {
         'nodes.dht.server': 1e-4, 'nodes.dht.server/byte': 2e-7}
-    for text, why in (('nodes.dht.server/bytes=1e-7', 'is not a module'),
+    assert cpu.parse_costs('nodes.dht.client/sent=1e-7') == {'nodes.dht.client/sent': 1e-7}
+    for text, why in (('nodes.dht.clint/sent=1e-7', 'is not a module'),
+                      ('nodes.dht.client/sent=2', 'MODULE/sent=SECONDS'),('nodes.dht.server/bytes=1e-7', 'is not a module'),
                       ('nodes.dht.sever/byte=1e-7', 'is not a module'),
                       ('nodes.dht.server/byte=x', 'MODULE/byte=SECONDS'),
                       ('nodes.dht.server/byte=-1', 'MODULE/byte=SECONDS')):
@@ -42,6 +45,25 @@ def test_an_index_server_is_charged_per_byte_of_each_register_it_receives(tmp_pa
         assert b['latency'] - a['latency'] == pytest.approx(PER_BYTE * size, rel=1e-3,
                                                             abs=2e-7)
     assert net.backend.cpu is None      # the free run has no model at all
+
+
+def test_a_client_is_charged_per_byte_it_sends_on_its_own_thread(tmp_path):
+    """With only a per-byte-sent charge on the client, each REGISTER's round trip grows by
+    that charge times the frame's size, as a per-byte charge on the server makes it grow,
+    but the time is the client's: no index server's thread is charged."""
+    net, free = _register(tmp_path / 'free', None)
+    sent, paid = _register(tmp_path / 'paid', {'nodes.dht.client/sent': PER_BYTE})
+    addr = '%s:8000' % net.ip['p1']
+    assert [r['name'] for r in paid] == [r['name'] for r in free] and len(free) > 1
+    for a, b in zip(free, paid):
+        size = codec.frame_size(codec.Register(0, addr, (a['name'],) * a['files']))
+        assert b['latency'] - a['latency'] == pytest.approx(PER_BYTE * size, rel=1e-3,
+                                                            abs=2e-7)
+    model = sent.backend.cpu
+    assert [p.kind for p in model.thread] == ['nodes.dht.client']
+    assert model.busy == pytest.approx(PER_BYTE * sum(
+        codec.frame_size(codec.Register(0, addr, (r['name'],) * r['files'])) for r in free))
+    assert model.record()['seconds_per_byte_sent'] == {'nodes.dht.client': PER_BYTE}
 
 
 def test_the_model_records_both_charges_and_charges_nothing_unnamed(tmp_path):
