@@ -33,36 +33,37 @@ def _register(tmp_path, costs):
     return net, net.records(client, 'op')
 
 
-def test_an_index_server_is_charged_per_byte_of_each_register_it_receives(tmp_path):
-    """With only a per-byte charge on the server, each REGISTER's round trip grows by
-    exactly that charge times the frame's size (window 1: nothing else waits)."""
+def _charged_per_byte(tmp_path, costs):
+    """Register uncharged and charged; check each REGISTER's round trip grew by exactly
+    PER_BYTE times its frame's size (window 1: nothing else waits); return (the charged
+    run, its REGISTER frames' bytes)."""
     net, free = _register(tmp_path / 'free', None)
-    _, paid = _register(tmp_path / 'paid', {'nodes.dht.server/byte': PER_BYTE})
+    charged, paid = _register(tmp_path / 'paid', costs)
     addr = '%s:8000' % net.ip['p1']
     assert [r['name'] for r in paid] == [r['name'] for r in free] and len(free) > 1
-    for a, b in zip(free, paid):
-        size = codec.frame_size(codec.Register(0, addr, (a['name'],) * a['files']))
+    sizes = [codec.frame_size(codec.Register(0, addr, (a['name'],) * a['files']))
+             for a in free]
+    for a, b, size in zip(free, paid, sizes):
         assert b['latency'] - a['latency'] == pytest.approx(PER_BYTE * size, rel=1e-3,
                                                             abs=2e-7)
     assert net.backend.cpu is None      # the free run has no model at all
+    return charged, sum(sizes)
+
+
+def test_an_index_server_is_charged_per_byte_of_each_register_it_receives(tmp_path):
+    """With only a per-byte charge on the server, each REGISTER's round trip grows by
+    exactly that charge times the frame's size."""
+    _charged_per_byte(tmp_path, {'nodes.dht.server/byte': PER_BYTE})
 
 
 def test_a_client_is_charged_per_byte_it_sends_on_its_own_thread(tmp_path):
     """With only a per-byte-sent charge on the client, each REGISTER's round trip grows by
     that charge times the frame's size, as a per-byte charge on the server makes it grow,
     but the time is the client's: no index server's thread is charged."""
-    net, free = _register(tmp_path / 'free', None)
-    sent, paid = _register(tmp_path / 'paid', {'nodes.dht.client/sent': PER_BYTE})
-    addr = '%s:8000' % net.ip['p1']
-    assert [r['name'] for r in paid] == [r['name'] for r in free] and len(free) > 1
-    for a, b in zip(free, paid):
-        size = codec.frame_size(codec.Register(0, addr, (a['name'],) * a['files']))
-        assert b['latency'] - a['latency'] == pytest.approx(PER_BYTE * size, rel=1e-3,
-                                                            abs=2e-7)
+    sent, size = _charged_per_byte(tmp_path, {'nodes.dht.client/sent': PER_BYTE})
     model = sent.backend.cpu
     assert [p.kind for p in model.thread] == ['nodes.dht.client']
-    assert model.busy == pytest.approx(PER_BYTE * sum(
-        codec.frame_size(codec.Register(0, addr, (r['name'],) * r['files'])) for r in free))
+    assert model.busy == pytest.approx(PER_BYTE * size)
     assert model.record()['seconds_per_byte_sent'] == {'nodes.dht.client': PER_BYTE}
 
 
