@@ -35,6 +35,10 @@ load can: eight clients encode in parallel, one index server decodes alone. So t
 gives their sum, and ``--client-share F`` hands the share F of it to the client, per byte it
 sends (``nodes.dht.client/sent``), as measured on the cores themselves by
 ``benchmarks/dht_core_cost.py``.
+
+``--wait-lateness`` takes the delay daemons' measured lateness out of the per-callback
+charge and charges it as a wait per delivery (``KIND/wait``): the same on one client's
+path, but no thread or core is busy with it, so a loaded index server is not.
 """
 
 import argparse
@@ -173,11 +177,14 @@ def predicted_ms(rows, theta):
     return rows['sim_ms'].to_numpy(float) + x @ np.asarray(theta)
 
 
-def flag(theta, client_share=0.0):
+def flag(theta, client_share=0.0, wait=0.0):
     """The --sim-cost value of (base, server_byte, client_byte), with client_share of the
-    per-byte cost of what an index server receives charged to the client that sends it."""
+    per-byte cost of what an index server receives charged to the client that sends it,
+    and wait seconds of the per-callback charge a wait per delivery instead of CPU."""
     base, server_byte, client_byte = theta
-    items = ['%s=%.3g' % (kind, base) for kind in KINDS]
+    wait = min(wait, base)
+    items = ['%s=%.3g' % (kind, base - wait) for kind in KINDS]
+    items += ['%s/wait=%.3g' % (kind, wait) for kind in KINDS if wait]
     items += ['%s=%.3g' % (key, v) for key, v in (
         ('nodes.dht.server/byte', server_byte * (1 - client_share)),
         ('nodes.dht.client/byte', client_byte),
@@ -199,6 +206,9 @@ def main(argv=None):
                    help='share of the per-byte cost of what an index server receives that '
                    'the sending client pays instead (its encoding; benchmarks/'
                    'dht_core_cost.py measures it on the cores; default 0: the server all)')
+    p.add_argument('--wait-lateness', action='store_true',
+                   help='charge the delay daemons\' mean lateness (their stats in EMU_DIR) '
+                   'as a wait per delivery (KIND/wait) instead of CPU per callback')
     args = p.parse_args(argv)
     parts = tuple(filter(None, args.fit_parts.split(',')))
     if not parts or args.fit_clients < 1:
@@ -224,7 +234,18 @@ def main(argv=None):
     print('per callback %.1f us, per byte an index server receives %.1f ns, per byte a '
           'client receives %.1f ns' % (theta[0] * 1e6, theta[1] * 1e9, theta[2] * 1e9))
     late = crosscheck.link_lateness_us(args.emu_dir)
-    if late is not None and math.isfinite(late):
+    known = late is not None and math.isfinite(late)
+    if args.wait_lateness and not known:
+        print('sim_cost: --wait-lateness needs the delay daemons\' stats in %s '
+              '(logs/linkdelay-*.jsonl), and it has none' % args.emu_dir, file=sys.stderr)
+        return 1
+    wait = min(late * 1e-6, theta[0]) if args.wait_lateness else 0.0
+    if wait:
+        print('the delay daemons released held packets %.0f us late on average (their own '
+              'stats over the whole run): the emulator\'s error, charged as a wait of %.0f us '
+              'per delivery (no CPU), the other %.0f us per callback as CPU'
+              % (late, wait * 1e6, (theta[0] - wait) * 1e6))
+    elif known:
         print('the delay daemons released held packets %.0f us late on average (their own '
               'stats over the whole run): the emulator\'s error, left inside the %.0f us per '
               'callback' % (late, theta[0] * 1e6))
@@ -233,7 +254,7 @@ def main(argv=None):
               'server %.1f per byte it receives (--client-share %g)' % (
                   theta[1] * 1e9, theta[1] * args.client_share * 1e9,
                   theta[1] * (1 - args.client_share) * 1e9, args.client_share))
-    print('--sim-cost %s' % flag(theta, args.client_share))
+    print('--sim-cost %s' % flag(theta, args.client_share, wait))
     return 0
 
 

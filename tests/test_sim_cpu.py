@@ -14,7 +14,8 @@ PER_BYTE = 1e-6
 def test_per_byte_costs_are_parsed_and_checked_like_per_callback_ones():
     assert cpu.parse_costs('nodes.dht.server=1e-4, nodes.dht.server/byte=2e-7') == {
         'nodes.dht.server': 1e-4, 'nodes.dht.server/byte': 2e-7}
-    assert cpu.parse_costs('nodes.dht.client/sent=1e-7') == {'nodes.dht.client/sent': 1e-7}
+    assert cpu.parse_costs('nodes.dht.client/sent=1e-7,nodes.dht.peer/wait=2e-4') == {
+        'nodes.dht.client/sent': 1e-7, 'nodes.dht.peer/wait': 2e-4}
     for text, why in (('nodes.dht.clint/sent=1e-7', 'is not a module'),
                       ('nodes.dht.client/sent=2', 'MODULE/sent=SECONDS'),('nodes.dht.server/bytes=1e-7', 'is not a module'),
                       ('nodes.dht.sever/byte=1e-7', 'is not a module'),
@@ -65,6 +66,19 @@ def test_a_client_is_charged_per_byte_it_sends_on_its_own_thread(tmp_path):
     assert [p.kind for p in model.thread] == ['nodes.dht.client']
     assert model.busy == pytest.approx(PER_BYTE * size)
     assert model.record()['seconds_per_byte_sent'] == {'nodes.dht.client': PER_BYTE}
+
+
+def test_a_wait_per_delivery_delays_each_request_and_busies_no_core(tmp_path):
+    """With only a wait on the server, each REGISTER's round trip grows by exactly that
+    wait (one delivery to the server per request) and no core is ever busy."""
+    _, free = _register(tmp_path / 'free', None)
+    net, paid = _register(tmp_path / 'paid', {'nodes.dht.server/wait': 3e-4})
+    assert len(paid) == len(free) > 1
+    for a, b in zip(free, paid):
+        assert b['latency'] - a['latency'] == pytest.approx(3e-4, abs=2e-7)
+    assert net.backend.cpu.busy == 0 and not net.backend.cpu.thread
+    assert net.backend.cpu.record()['seconds_waited_per_delivery'] == {
+        'nodes.dht.server': 3e-4}
 
 
 def test_the_model_records_both_charges_and_charges_nothing_unnamed(tmp_path):
