@@ -90,15 +90,11 @@ def _runs(data):
         else processing)]
     late = data.get('lateness_us')
     if late is not None:
-        costs = inputs.as_dict(sim['params'].get('sim_costs'))
-        held = 'charges it as a wait per delivery (KIND/wait, on no CPU)' \
-            if any(k.endswith('/wait') for k in costs) else \
-            'holds it inside its per-callback figure'
         lines += ['', 'Emulated links\' own error: the delay daemons released held packets '
-                  '%.0f us late on average (their stats over the whole run). The simulator\'s '
-                  'network does not model it (it is the emulator\'s, not the system\'s); a '
-                  '--sim-cost fitted by analysis.sim_cost %s, so the simulation predicts the '
-                  'emulation, lateness included.' % (late, held)]
+                  '%.0f us late on average (their stats over the whole run). The simulator '
+                  'does not model it (it is the emulator\'s, not the system\'s); a --sim-cost '
+                  'fitted by analysis.sim_cost holds it inside its per-callback figure, so '
+                  'the simulation predicts the emulation, lateness included.' % late]
     differ = sorted(k for k in set(emu['params']) | set(sim['params'])
                     if k not in _SIDE_PARAMS and emu['params'].get(k) != sim['params'].get(k))
     lines += ['', 'Parameters that differ: %s.' % ('; '.join(

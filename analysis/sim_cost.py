@@ -28,17 +28,6 @@ there. The emulated time includes the delay daemons' own lateness in releasing h
 (the emulator's error, not the system's, ~one hold per callback on the path): it is printed
 beside the fit and left inside ``base``, so the flag predicts the emulation; the system alone
 would be ``base`` minus that lateness.
-
-Who pays the per-byte cost: latency at one client cannot tell the client encoding a
-REGISTER's names from the server decoding and storing them (both lie on the path once), but
-load can: eight clients encode in parallel, one index server decodes alone. So the fit
-gives their sum, and ``--client-share F`` hands the share F of it to the client, per byte it
-sends (``nodes.dht.client/sent``), as measured on the cores themselves by
-``benchmarks/dht_core_cost.py``.
-
-``--wait-lateness`` takes the delay daemons' measured lateness out of the per-callback
-charge and charges it as a wait per delivery (``KIND/wait``): the same on one client's
-path, but no thread or core is busy with it, so a loaded index server is not.
 """
 
 import argparse
@@ -177,18 +166,12 @@ def predicted_ms(rows, theta):
     return rows['sim_ms'].to_numpy(float) + x @ np.asarray(theta)
 
 
-def flag(theta, client_share=0.0, wait=0.0):
-    """The --sim-cost value of (base, server_byte, client_byte), with client_share of the
-    per-byte cost of what an index server receives charged to the client that sends it,
-    and wait seconds of the per-callback charge a wait per delivery instead of CPU."""
+def flag(theta):
+    """The --sim-cost value of (base, server_byte, client_byte)."""
     base, server_byte, client_byte = theta
-    wait = min(wait, base)
-    items = ['%s=%.3g' % (kind, base - wait) for kind in KINDS]
-    items += ['%s/wait=%.3g' % (kind, wait) for kind in KINDS if wait]
-    items += ['%s=%.3g' % (key, v) for key, v in (
-        ('nodes.dht.server/byte', server_byte * (1 - client_share)),
-        ('nodes.dht.client/byte', client_byte),
-        ('nodes.dht.client/sent', server_byte * client_share)) if v]
+    items = ['%s=%.3g' % (kind, base) for kind in KINDS]
+    items += ['%s/byte=%.3g' % (kind, v) for kind, v in
+              (('nodes.dht.server', server_byte), ('nodes.dht.client', client_byte)) if v]
     return ','.join(items)
 
 
@@ -202,19 +185,10 @@ def main(argv=None):
                    '(default I; the others are left to judge the model)')
     p.add_argument('--fit-clients', type=int, default=1, help='fit the points with this '
                    'many clients (default 1: nothing queues for a CPU)')
-    p.add_argument('--client-share', type=float, default=0.0, metavar='F',
-                   help='share of the per-byte cost of what an index server receives that '
-                   'the sending client pays instead (its encoding; benchmarks/'
-                   'dht_core_cost.py measures it on the cores; default 0: the server all)')
-    p.add_argument('--wait-lateness', action='store_true',
-                   help='charge the delay daemons\' mean lateness (their stats in EMU_DIR) '
-                   'as a wait per delivery (KIND/wait) instead of CPU per callback')
     args = p.parse_args(argv)
     parts = tuple(filter(None, args.fit_parts.split(',')))
     if not parts or args.fit_clients < 1:
         p.error('--fit-parts names at least one part and --fit-clients is at least 1')
-    if not 0 <= args.client_share < 1:
-        p.error('--client-share is a share of the per-byte cost, from 0 to below 1')
     try:
         rows = fit_rows(args.emu_dir, args.sim_dir, parts, args.fit_clients)
     except ValueError as e:
@@ -234,27 +208,11 @@ def main(argv=None):
     print('per callback %.1f us, per byte an index server receives %.1f ns, per byte a '
           'client receives %.1f ns' % (theta[0] * 1e6, theta[1] * 1e9, theta[2] * 1e9))
     late = crosscheck.link_lateness_us(args.emu_dir)
-    known = late is not None and math.isfinite(late)
-    if args.wait_lateness and not known:
-        print('sim_cost: --wait-lateness needs the delay daemons\' stats in %s '
-              '(logs/linkdelay-*.jsonl), and it has none' % args.emu_dir, file=sys.stderr)
-        return 1
-    wait = min(late * 1e-6, theta[0]) if args.wait_lateness else 0.0
-    if wait:
-        print('the delay daemons released held packets %.0f us late on average (their own '
-              'stats over the whole run): the emulator\'s error, charged as a wait of %.0f us '
-              'per delivery (no CPU), the other %.0f us per callback as CPU'
-              % (late, wait * 1e6, (theta[0] - wait) * 1e6))
-    elif known:
+    if late is not None and math.isfinite(late):
         print('the delay daemons released held packets %.0f us late on average (their own '
               'stats over the whole run): the emulator\'s error, left inside the %.0f us per '
               'callback' % (late, theta[0] * 1e6))
-    if args.client_share and theta[1]:
-        print('of the %.1f ns per byte, the client pays %.1f per byte it sends and the index '
-              'server %.1f per byte it receives (--client-share %g)' % (
-                  theta[1] * 1e9, theta[1] * args.client_share * 1e9,
-                  theta[1] * (1 - args.client_share) * 1e9, args.client_share))
-    print('--sim-cost %s' % flag(theta, args.client_share, wait))
+    print('--sim-cost %s' % flag(theta))
     return 0
 
 

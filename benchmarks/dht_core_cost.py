@@ -3,11 +3,10 @@
 Python share of the processing cost the simulator charges (issue 13, ``--sim-cost``).
 
 ``analysis.sim_cost`` fits the cost of a REGISTER from an emulated run: a figure per byte an
-index server receives, which covers every name's whole cost on the request's path. Latency
-at one client cannot tell who pays it, the client encoding the names or the server decoding
-and storing them, but under load it matters (eight clients and one index server: the eight
-encode in parallel, the one server decodes alone). This script measures the split on the
-cores themselves, with no sockets, kernel or link emulation:
+index server receives, which covers every name's whole cost on the request's path (the
+client encoding the names, the kernel, the delay daemons, asyncio, the server decoding and
+storing them). This script measures the part of it that is the cores' own Python work,
+with no sockets, kernel or link emulation, and who pays it:
 
 * client: ``Channel.send`` of a REGISTER of n names (build and encode the frame);
 * server: ``ServerConnection.receive`` of that frame on a fresh index server (split,
@@ -16,9 +15,9 @@ cores themselves, with no sockets, kernel or link emulation:
 * one SEARCH on a server holding 2,000 entries, for scale.
 
 Printed: median microseconds per call over ``--repeat`` fresh cores, per name from a least-
-squares line over n = 1, 250, 500, 2000, and the client's share of the per-name cost, the
-value ``python -m analysis.sim_cost --client-share`` takes. Nothing is asserted; the machine's
-load average is printed beside the figures.
+squares line over n = 1, 250, 500, 2000, and the client's share of the per-name cost.
+Nothing is asserted; the machine's load average is printed beside the figures (the medians
+move by several times on a loaded machine: compare figures taken together).
 
     /usr/bin/python3 benchmarks/dht_core_cost.py [--repeat 30]
 """

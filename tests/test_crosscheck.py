@@ -406,12 +406,3 @@ def test_the_delay_daemons_lateness_is_read_from_their_last_stats_and_reported(r
     assert crosscheck.link_lateness_us(runs[0]) == pytest.approx(2.0)
     report = (built[1] / 'report.md').read_text()
     assert 'the delay daemons released held packets 2 us late on average' in report
-
-
-def test_a_lateness_charged_as_a_wait_is_said_so(built):
-    data = dict(built[0])
-    emu, sim = data['manifests']
-    assert 'holds it inside its per-callback figure' in '\n'.join(crosscheck_report._runs(data))
-    data['manifests'] = (emu, dict(sim, params=dict(
-        sim['params'], sim_costs={'nodes.dht.server/wait': 2e-6})))
-    assert 'charges it as a wait per delivery' in '\n'.join(crosscheck_report._runs(data))

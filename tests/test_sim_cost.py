@@ -101,37 +101,6 @@ def test_main_prints_the_fit_and_the_flag(tmp_path, capsys):
     assert out.rstrip().endswith('nodes.dht.client/byte=3e-08')
 
 
-def test_a_client_share_moves_part_of_the_per_byte_cost_to_the_sending_client(tmp_path,
-                                                                             capsys):
-    assert sim_cost.flag(THETA, 0.25).endswith(
-        'nodes.dht.server/byte=3e-07,nodes.dht.client/byte=3e-08,'
-        'nodes.dht.client/sent=1e-07')
-    emu, sim = _pair(tmp_path)
-    assert sim_cost.main([str(emu), str(sim), '--client-share', '0.25']) == 0
-    out = capsys.readouterr().out
-    assert 'of the 400.0 ns per byte, the client pays 100.0 per byte it sends and the ' \
-        'index server 300.0 per byte it receives' in out
-    with pytest.raises(SystemExit):
-        sim_cost.main([str(emu), str(sim), '--client-share', '1'])
-    assert '--client-share is a share' in capsys.readouterr().err
-
-
-def test_the_daemons_lateness_becomes_a_wait_per_delivery(tmp_path, capsys):
-    assert sim_cost.flag(THETA, wait=1.5e-4).startswith(
-        'nodes.dht.server=0.00025,nodes.dht.client=0.00025,nodes.dht.peer=0.00025,'
-        'nodes.dht.server/wait=0.00015,nodes.dht.client/wait=0.00015,'
-        'nodes.dht.peer/wait=0.00015,nodes.dht.server/byte=4e-07')
-    emu, sim = _pair(tmp_path)
-    assert sim_cost.main([str(emu), str(sim), '--wait-lateness']) == 1
-    assert "--wait-lateness needs the delay daemons' stats" in capsys.readouterr().err
-    (emu / 'logs' / 'linkdelay-p1.jsonl').write_text(json.dumps(
-        {'event': 'stats', 'late_us_mean': 150.0, 'accepted': 10}) + '\n')
-    assert sim_cost.main([str(emu), str(sim), '--wait-lateness']) == 0
-    out = capsys.readouterr().out
-    assert 'charged as a wait of 150 us per delivery (no CPU), the other 250 us' in out
-    assert 'nodes.dht.peer/wait=0.00015' in out
-
-
 def test_refusals_are_one_sentence(tmp_path, capsys):
     emu, sim = _pair(tmp_path)
     with pytest.raises(ValueError, match='no 1-client point in part'):

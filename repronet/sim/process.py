@@ -85,9 +85,8 @@ class _Guarded:
         proc = self.proc
         if proc.cpu is None:
             proc._call(self.inner.data_received, conn, data)
-        else:                       # the sending node, for its per-byte-sent charge
-            sender = getattr(getattr(conn.peer, 'protocol', None), 'proc', None)
-            proc._call_sent(sender, len(data), self.inner.data_received, conn, data)
+        else:
+            proc._call_sized(len(data), self.inner.data_received, conn, data)
 
     def connection_lost(self, conn, why):
         self.proc.conns.pop(conn, None)
@@ -253,8 +252,8 @@ class SimProcess:
         """SIGCONT: what waited runs now, in order."""
         self.paused = False
         held, self.held = self.held, []
-        for nbytes, sender, fn, args in held:       # charged then, bytes and all
-            self.engine.at(self.engine.now, self._call_sent, sender, nbytes, fn, *args)
+        for nbytes, fn, args in held:       # charged then, bytes and all
+            self.engine.at(self.engine.now, self._call_sized, nbytes, fn, *args)
 
     # -- internals ----------------------------------------------------------------------
     def _call(self, fn, *args):
@@ -266,18 +265,13 @@ class SimProcess:
 
     def _call_sized(self, nbytes, fn, *args):
         """_call for a callback that received nbytes (charged per byte as well)."""
-        self._call_sent(None, nbytes, fn, *args)
-
-    def _call_sent(self, sender, nbytes, fn, *args):
-        """_call_sized for nbytes the node sender (None: unknown) sent, which it is charged
-        per byte sent."""
         if self.returncode is not None:
             return
         if self.paused:
-            self.held.append((nbytes, sender, fn, args))
+            self.held.append((nbytes, fn, args))
             return
         if self.cpu is not None:
-            start = self.cpu.claim(self, nbytes, sender)
+            start = self.cpu.claim(self, nbytes)
             if start is not None:           # run once a core and this node's thread are free
                 self.engine.at(start, self._run_charged, fn, args)
                 return
@@ -287,7 +281,7 @@ class SimProcess:
         if self.returncode is None and not self.paused:
             fn(*args)
         elif self.paused:
-            self.held.append((0, None, fn, args))
+            self.held.append((0, fn, args))
 
     def _release_sockets(self):
         for port in self.ports:
