@@ -177,10 +177,13 @@ def _per_byte_reasons(row, variant, r):
     analysis.sim_cost fits on Part I's one-client points)."""
     why, one = [], row.get('servers') == 1
     if r > 1 and one and 'batched' in variant and 'unbatched' not in variant:
-        why.append('the per-byte (per-name) cost was fitted on 250-name REGISTERs and a '
-                   'single 2,000-name one costs the emulation less per name; with one index '
-                   'server all of it falls on that server\'s one simulated thread, which '
-                   'then serialises the clients')
+        why.append('the per-byte (per-name) cost was fitted on 250-500-name REGISTERs and '
+                   'a single 2,000-name one costs the emulation less per name, less again '
+                   'while other clients keep its one index server busy (likely fewer reads '
+                   'per byte: a busy server takes in many packets per read, an idle one '
+                   'wakes per packet; the model has one callback per 64 KiB train and no '
+                   'cost per read); with one index server all of the charge falls on its '
+                   'one simulated thread, which then serialises the clients')
     elif r < 1 and variant == 'register unbatched':
         why.append('an unbatched REGISTER (store an entry, answer) costs the emulation more '
                    'than a search of its size, and the model charges both alike')

@@ -392,8 +392,8 @@ def test_a_per_byte_cost_gets_the_reasons_of_its_own_model():
     cost = {'nodes.dht.server': 4e-4, 'nodes.dht.server/byte': 4e-7}
     assert 'per name' not in ' '.join(model_reasons(
         ('I', 'register batched', 8, 1, 'part1'), 0.4, cost))
-    assert '250-name' in model_reasons(('III', 'register batched', 1, 4, 'part1'), 1.5,
-                                       cost)[0]
+    assert '250-500-name' in model_reasons(('III', 'register batched', 1, 4, 'part1'),
+                                           1.5, cost)[0]
     assert 'unbatched REGISTER' in model_reasons(('I', 'register unbatched', 8, 1, 'part1'),
                                                  0.8, cost)[0]
     assert 'five callbacks' in model_reasons(('I', 'download', 8, 1, 'part1'), 1.2, cost)[0]
