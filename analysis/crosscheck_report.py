@@ -22,6 +22,7 @@ _TIME = (('emu_time_per_op_ms', 'emu ms/op'), ('emu_time_per_op_ms_sd', 'sd'),
          ('emu_time_per_op_ms_min', 'min'), ('emu_time_per_op_ms_max', 'max'),
          ('emu_repeats', 'n emu'), ('sim_time_per_op_ms', 'sim ms/op'),
          ('sim_repeats', 'n sim'), ('sim_over_emu', 'sim/emu'),
+         ('emu_spread_pct', 'emu spread %'),
          ('within_target', 'within 15 %'), ('beyond_emu_spread', 'beyond emu spread'),
          ('emu_cpu_bound_repeats', 'emu CPU-bound reps'),
          ('emu_cpu_verdicts', 'emu CPU verdicts'))
@@ -132,8 +133,10 @@ def _dht8(data):
              'Target (issue 13): at the uncongested points (no emulated repetition '
              'CPU-bound), simulated time per operation within %g %% of emulated, '
              '|sim/emu - 1| <= %g. The emulation\'s spread is the range of its '
-             'repetitions; "beyond emu spread" says whether the simulated mean lies outside '
-             'it (- with one repetition). Compared: parts %s; capture does not run in '
+             'repetitions ("emu spread %%": max - min over the mean, beside the ratio); '
+             '"beyond emu spread" says whether the simulated mean lies outside '
+             'it (- with one repetition): a miss inside it is within the emulation\'s own '
+             'noise. Compared: parts %s; capture does not run in '
              'simulation and failover points differ only by a fault kind points.csv does not '
              'carry.' % (xt.TARGET * 100, xt.TARGET, ', '.join(xt.DHT8_PARTS)),
              '', '## Uncongested configurations', '']

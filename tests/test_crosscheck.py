@@ -145,7 +145,8 @@ def test_report_names_both_runs_and_says_why_rows_miss(built):
     reg = next(line for line in why.splitlines() if 'register batched' in line)
     assert "sim/emu 0.8, within the emulation's spread." in reg
     assert 'CPU-bound in 1 of 2 repetition(s)' in reg
-    assert "within the emulation's own range over its repetitions (1..1.5 ms)" in reg
+    assert "within the emulation's own range over its repetitions (1..1.5 ms, 40 % of " \
+        "their mean)" in reg
     assert crosscheck_report.LEAD not in reg
     search = next(line for line in why.splitlines() if ', search,' in line)
     assert search.endswith("sim/emu 1.2, beyond the emulation's spread. %s."
@@ -210,6 +211,34 @@ def test_target_boundary():
     assert crosscheck_tables.within(0.85) and crosscheck_tables.within(1.15)
     assert not crosscheck_tables.within(0.849) and not crosscheck_tables.within(1.151)
     assert crosscheck_tables.within(float('nan')) is None
+
+
+def _points(rows):
+    """A points.csv table of (variant, repetition's ms per operation) rows, 1 client."""
+    return pd.DataFrame([{'part': 'I', 'variant': v, 'servers': 8, 'concurrent_clients': 1,
+                          'fileset': 'part1', 'time_per_op_ms': ms} for v, ms in rows])
+
+
+def test_the_emulations_spread_is_given_beside_each_ratio_and_counted_in_the_summary():
+    # search: emulated 1.0 and 1.5 (spread 0.5 / 1.25 = 40 %), simulated 1.5: ratio 1.2,
+    # a miss inside the range; download: emulated 1.0 twice (spread 0 %), simulated 1.3:
+    # a miss beyond it; register: emulated 2.0 once (no spread), simulated 2.1: met
+    emu = _points([('search', 1.0), ('search', 1.5), ('download', 1.0), ('download', 1.0),
+                   ('register', 2.0)])
+    sim = _points([('search', 1.5), ('download', 1.3), ('register', 2.1)])
+    table, _ = crosscheck_tables.dht8_table(emu, sim)
+    rows = {r['variant']: r for _, r in table.iterrows()}
+    assert rows['search']['emu_spread_pct'] == pytest.approx(40.0)
+    assert rows['download']['emu_spread_pct'] == pytest.approx(0.0)
+    assert pd.isna(rows['register']['emu_spread_pct'])
+    assert 'noise here is wider than the miss' in rows['search']['why']
+    assert 'noise' not in rows['download']['why']
+    summary = crosscheck_tables.dht8_summary(table)
+    assert "of the 2 miss(es), 1 lie within the emulation's own range over its " \
+        "repetitions (which spans 40-40 % of their mean there" in summary
+    met = crosscheck_tables.dht8_table(emu, _points([('search', 1.25), ('download', 1.0),
+                                                     ('register', 2.0)]))[0]
+    assert 'miss' not in crosscheck_tables.dht8_summary(met)
 
 
 def _set(run, **fields):
@@ -363,8 +392,8 @@ def test_a_per_byte_cost_gets_the_reasons_of_its_own_model():
     cost = {'nodes.dht.server': 4e-4, 'nodes.dht.server/byte': 4e-7}
     assert 'per name' not in ' '.join(model_reasons(
         ('I', 'register batched', 8, 1, 'part1'), 0.4, cost))
-    assert '250-name' in model_reasons(('III', 'register batched', 1, 4, 'part1'), 1.5,
-                                       cost)[0]
+    assert '250-500-name' in model_reasons(('III', 'register batched', 1, 4, 'part1'),
+                                           1.5, cost)[0]
     assert 'unbatched REGISTER' in model_reasons(('I', 'register unbatched', 8, 1, 'part1'),
                                                  0.8, cost)[0]
     assert 'five callbacks' in model_reasons(('I', 'download', 8, 1, 'part1'), 1.2, cost)[0]
