@@ -18,8 +18,9 @@ is the floor: the request-response time of the probe, the kernel and the bridge 
 Printed (never asserted; the machine is shared): per (load, d) the median and mean RTT, the
 floor + configured RTT it should be, the excess in percent, the daemons' mean and worst
 lateness, how long packets waited to be read (``queued``), the share of packets that carried
-the kernel's arrival stamp, and the daemons' CPU seconds; then issue 15's targets with the
-measured values. ``uptime`` is printed before and after, since other work on the machine moves
+the kernel's arrival stamp, the daemons' CPU seconds, the largest spin window a daemon
+learned (``spin``, us) and the wake-up overshoot quantile it learned it from (``wake_q``, us);
+then issue 15's targets with the measured values. ``uptime`` is printed before and after, since other work on the machine moves
 every figure.
 
 Then, unless ``--tcp 0``, iperf3 TCP at 500 Mbit/s (``bw`` on both links) with 0 and 1 ms one
@@ -109,8 +110,11 @@ def request_response(net, log_dir, count, interval):
 
 def lateness(stats):
     """Over the daemons' counters: mean lateness weighted by released packets, the worst, the
-    mean time packets waited to be read, the share of packets with a kernel stamp, CPU s."""
+    mean time packets waited to be read, the share of packets with a kernel stamp, CPU s; the
+    largest learned spin window and wake-up overshoot quantile, and how many daemons left
+    SCHED_FIFO."""
     total = weighted = worst = queued = stamped = unstamped = cpu = 0.0
+    spin, wake, demoted = [], [], 0
     for record in stats.values():
         counters = record.get('counters') or {}
         held = counters.get('accepted', 0) - counters.get('unknown', 0)
@@ -121,7 +125,13 @@ def lateness(stats):
         stamped += counters.get('stamped', 0)
         unstamped += counters.get('unstamped', 0)
         cpu += record.get('cpu_s', 0.0)
-    return {'late_us_mean': weighted / total if total else None,
+        if counters.get('spin_us') is not None:
+            spin.append(counters['spin_us'])
+        if counters.get('wake_samples'):
+            wake.append(counters['wake_overshoot_us_q'])
+        demoted += bool(counters.get('rt_demoted'))
+    return {'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
+            'rt_demoted': demoted, 'late_us_mean': weighted / total if total else None,
             'late_us_max': worst if stats else None,
             'queued_us_mean': queued / stamped if stamped else None,
             'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
@@ -209,21 +219,22 @@ def _fmt(value, spec='%.1f'):
 def print_rows(rows):
     """One line per (load, delay): measured against floor + configured RTT."""
     floors = {r['load']: r['median_us'] for r in rows if r['delay_ms'] == 0}
-    print('%-5s %8s %9s %9s %9s %11s %7s %9s %9s %9s %7s %7s' % (
+    print('%-5s %8s %9s %9s %9s %11s %7s %9s %9s %9s %7s %7s %6s %6s' % (
         'load', 'ms/link', 'cfg_rtt', 'median', 'mean', 'floor+cfg', 'excess',
-        'late_mean', 'late_max', 'queued', 'stamped', 'cpu_s'))
+        'late_mean', 'late_max', 'queued', 'stamped', 'cpu_s', 'spin', 'wake_q'))
     for r in rows:
         configured = 4000.0 * r['delay_ms']
         floor = floors.get(r['load'])
         expected = floor + configured if floor is not None else None
         r['expected_us'] = expected
         r['excess'] = (r['median_us'] / expected - 1) if expected and r['median_us'] else None
-        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %9s %9s %7s %7.2f' % (
+        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %9s %9s %7s %7.2f %6s %6s%s' % (
             r['load'], r['delay_ms'], configured, _fmt(r['median_us']), _fmt(r['mean_us']),
             _fmt(expected), _fmt(r['excess'] and 100 * r['excess'], '%+.1f%%'),
             _fmt(r['late_us_mean'], '%.2f'), _fmt(r['late_us_max']),
             _fmt(r['queued_us_mean'], '%.2f'), _fmt(r['stamped_share'], '%.2f'),
-            r['daemon_cpu_s']))
+            r['daemon_cpu_s'], _fmt(r['spin_us'], '%.0f'), _fmt(r['wake_us_q'], '%.0f'),
+            '  %d daemon(s) left SCHED_FIFO' % r['rt_demoted'] if r['rt_demoted'] else ''))
 
 
 def print_targets(rows):
@@ -296,8 +307,8 @@ def parse(argv):
                         metavar='0..98', help='the daemons\' SCHED_FIFO priority, 0: '
                         'SCHED_OTHER (default: repronet\'s, linkemu_daemon.RT_PRIORITY)')
     parser.add_argument('--spin-us', type=int, choices=range(0, 1001), default=None,
-                        metavar='0..1000', help='busy-poll threshold, 0: off (default: '
-                        'repronet\'s, linkemu_daemon.SPIN_US)')
+                        metavar='0..1000', help='cap of the learned busy-poll window, 0: off '
+                        '(default: repronet\'s, linkemu_daemon.SPIN_US)')
     parser.add_argument('--tcp', type=int, choices=range(0, 61), default=5, metavar='0..60',
                         help='seconds of iperf3 TCP at 500 Mbit/s with 0 and 1 ms one way, '
                         'idle; 0 skips it (default 5)')

@@ -263,3 +263,51 @@ def test_busy_poll_off_sleeps_the_whole_wait(check):
     """Threshold 0 or a zero share: never poll."""
     assert run(check, 'spin', 0, 250, '0:50000')['sleep_ns'] == [50000]
     assert run(check, 'spin', 100, 0, '0:50000')['sleep_ns'] == [50000]
+
+
+def test_spin_window_is_the_cap_until_enough_sleeps_were_seen(check):
+    """Fewer than 16 timed sleeps: no quantile yet, the window is the 400 us cap."""
+    out = run(check, 'learn', 400, *[30000] * 15)
+    assert out['spin_ns'] == [400000] * 15 and out['max_ns'] == 30000
+
+
+def test_spin_window_learns_the_high_quantile_of_overshoots(check):
+    """The window is the 0.95 quantile of the remembered overshoots plus 5 us, recomputed
+    every 16 sleeps: 16 sleeps 30 us late give 35 us; once 10 of 48 woke 200 us late
+    (more than 5 %) it grows to 205 us; a single 500 us outlier among 32 does not move it
+    past what 95 % of sleeps needed."""
+    out = run(check, 'learn', 400, *[30000] * 16)
+    assert out['spin_ns'][-1] == 35000 and out['quantile_ns'] == 30000
+    out = run(check, 'learn', 400, *([30000] * 38 + [200000] * 10))
+    assert out['spin_ns'][15] == 35000 and out['spin_ns'][-1] == 205000
+    out = run(check, 'learn', 400, *([30000] * 31 + [500000]))
+    assert out['spin_ns'][-1] == 35000 and out['max_ns'] == 500000
+
+
+def test_spin_window_stays_within_floor_and_cap(check):
+    """On time sleeps still poll 10 us (the floor); sleeps later than the cap spin the cap."""
+    assert run(check, 'learn', 400, *[0] * 16)['spin_ns'][-1] == 10000
+    assert run(check, 'learn', 150, *[900000] * 16)['spin_ns'][-1] == 150000
+    assert run(check, 'learn', 0, *[900000] * 16)['spin_ns'][-1] == 0   # polling off
+
+
+def test_spin_window_forgets_old_overshoots(check):
+    """Only the last 128 sleeps count: 128 late ones (300 us) followed by 128 on time (20 us)
+    bring the window back to 25 us."""
+    out = run(check, 'learn', 400, *([300000] * 128 + [20000] * 128))
+    assert out['spin_ns'][127] == 305000 and out['spin_ns'][-1] == 25000
+
+
+def test_daemon_sleeps_when_it_has_not_slept_for_its_period(check):
+    """Period 50 ms, the count read at most every 6.25 ms: it moved between the reads at 7
+    and 20 ms, so the daemon last slept at 7 ms at the earliest, and the pass at 64 ms (57 ms
+    later, the first read past 50) must sleep; the next forced sleep comes a period after
+    that (115 ms), and none while the count keeps moving."""
+    passes = ['1000000:0', '7000000:0', '13000000:1', '20000000:1', '26000000:1',
+              '52000000:1', '58000000:1', '64000000:1', '70000000:1', '100000000:1',
+              '115000000:1']
+    out = run(check, 'block', 50000000, *passes)
+    assert out['due'] == [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1] and out['forced'] == 2
+    moving = ['%d:%d' % (t * 1000000, t) for t in range(0, 400, 7)]
+    assert run(check, 'block', 50000000, *moving)['forced'] == 0
+    assert run(check, 'block', 0, '0:0', '900000000:0')['forced'] == 0     # check off

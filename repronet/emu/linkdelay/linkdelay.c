@@ -27,8 +27,13 @@
  *
  * Getting a CPU on time (linkdelay_sched.h): --rt-priority N runs the daemon SCHED_FIFO,
  * bounded by the kernel's RT throttle and by --rt-budget-ms of running without blocking
- * (then it drops to SCHED_OTHER); --spin-us N polls without sleeping once the next deadline
- * is that close, at most --spin-permille of a CPU. The stats say what the daemon ran under.
+ * (then it drops to SCHED_OTHER, and its stats say when: rt_demoted_after_s); so that normal
+ * traffic never does that, the daemon sleeps briefly when it has not slept for a quarter of
+ * that budget (forced_sleeps). It polls without sleeping once the next deadline is closer
+ * than its spin window, at most --spin-permille of a CPU; the window is learned from how late
+ * its own timed sleeps wake (wake_overshoot_us_*), capped by --spin-us. The stats say what
+ * the daemon ran under. Each pass reads at most DRAIN_MAX messages before it releases what is
+ * due again, so a flood cannot hold the releases back.
  *
  * Signals (SIGTERM/SIGINT stop, SIGUSR1 prints stats) are blocked except inside ppoll, so one
  * that arrives while the loop is busy is taken by the next wait instead of being lost.
@@ -54,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +68,7 @@
 #define QUEUE_MAXLEN 65536
 #define RCVBUF_BYTES (32 * 1024 * 1024)
 #define CONTROL_MAX 256
+#define DRAIN_MAX 64            /* messages read per pass before due packets are released */
 
 static struct ld_table table;
 static struct ld_heap heap;
@@ -71,6 +78,8 @@ static uint64_t late_ns_sum, late_ns_max, released;
 static uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
 static unsigned rt_priority, rt_budget_ms = 200;
 static struct ld_spin spin;
+static struct ld_block block;
+static uint64_t start_ns;
 static struct nfq_q_handle *qh;
 
 static uint64_t clock_ns(clockid_t clock)
@@ -160,10 +169,20 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 static void print_schedule(void)
 {
 	printf("\"policy\": \"%s\", \"rt_priority\": %u, \"rt_budget_ms\": %u, "
-	       "\"rt_demoted\": %d, \"spin_us\": %llu, \"spin_permille\": %llu",
-	       ld_sched_policy(), rt_priority, rt_budget_ms, (int)ld_rt_demoted,
-	       (unsigned long long)(spin.spin_ns / 1000ull),
-	       (unsigned long long)(spin.budget_ns / (LD_SPIN_WINDOW_NS / 1000ull)));
+	       "\"rt_demoted\": %d, \"rt_demoted_after_s\": ", ld_sched_policy(), rt_priority,
+	       rt_budget_ms, (int)ld_rt_demoted);
+	if (ld_rt_demoted)
+		printf("%.3f", (ld_rt_demoted_ns - start_ns) / 1e9);
+	else
+		printf("null");
+	printf(", \"forced_sleeps\": %llu, \"spin_us\": %.1f, \"spin_cap_us\": %llu, "
+	       "\"spin_permille\": %llu, \"spin_quantile\": %g, \"wake_samples\": %llu, "
+	       "\"wake_overshoot_us_q\": %.1f, \"wake_overshoot_us_max\": %.1f",
+	       (unsigned long long)block.forced,
+	       spin.spin_ns / 1000.0, (unsigned long long)(spin.cap_ns / 1000ull),
+	       (unsigned long long)(spin.budget_ns / (LD_SPIN_WINDOW_NS / 1000ull)),
+	       LD_SPIN_QUANTILE, (unsigned long long)spin.samples, spin.quantile_ns / 1000.0,
+	       spin.overshoot_max_ns / 1000.0);
 }
 
 static void print_stats(const char *event)
@@ -247,6 +266,13 @@ static uint64_t number(const char *flag, const char *text, uint64_t max)
 	return v;
 }
 
+/* Voluntary context switches of this thread so far: each is a sleep. */
+static long voluntary_switches(void)
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+}
+
 static void release_due(uint64_t now)
 {
 	while (heap.len && heap.v[0].deadline_ns <= now) {
@@ -323,6 +349,9 @@ int main(int argc, char **argv)
 	ld_spin_init(&spin, spin_us, (unsigned)spin_permille);
 	if (ld_sched_apply(rt_priority, rt_budget_ms, err, sizeof(err)) < 0)
 		fprintf(stderr, "linkdelay: %s\n", err);
+	start_ns = now_ns();
+	ld_block_init(&block, rt_priority ? rt_budget_ms * 1000000ull / 4 : 0, start_ns,
+		      voluntary_switches());
 	/* Any socket asking for receive stamps makes the kernel stamp every arriving packet. */
 	stamp_fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (stamp_fd < 0 || setsockopt(stamp_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
@@ -362,9 +391,14 @@ int main(int argc, char **argv)
 
 	while (!ld_stop_flag) {
 		struct pollfd pfd[2] = {{fd, POLLIN, 0}, {0, POLLIN, 0}};
-		uint64_t now = now_ns(), wait;
-		int rv;
+		uint64_t now = now_ns(), wait, woke;
+		int rv, drained;
 
+		if (ld_block_due(&block, now, voluntary_switches)) {
+			struct timespec nap = {0, (long)LD_FORCED_SLEEP_NS};
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+			now = now_ns();
+		}
 		release_due(now);
 		if (ld_stats_flag) {
 			ld_stats_flag = 0;
@@ -372,8 +406,11 @@ int main(int argc, char **argv)
 		}
 		wait = heap.len ? ld_spin_timeout(&spin, now, heap.v[0].deadline_ns - now) : 0;
 		rv = ld_wait(pfd, control_stdin ? 2 : 1, heap.len ? &wait : NULL, &wait_mask);
+		woke = now_ns();
 		if (heap.len && wait == 0)
-			ld_spin_charge(&spin, now, now_ns());   /* this pass polled, it did not sleep */
+			ld_spin_charge(&spin, now, woke);       /* this pass polled, it did not sleep */
+		else if (heap.len && rv == 0)
+			ld_spin_learn(&spin, wait, woke - now); /* a timed sleep: how late it woke */
 		if (rv < 0 && errno != EINTR) {
 			perror("linkdelay: ppoll");
 			break;
@@ -389,7 +426,7 @@ int main(int argc, char **argv)
 		}
 		if (!(pfd[0].revents & POLLIN))
 			continue;
-		for (;;) {
+		for (drained = 0; drained < DRAIN_MAX; drained++) {
 			ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (n < 0) {
 				if (errno == ENOBUFS) {
