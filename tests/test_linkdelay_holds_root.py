@@ -58,3 +58,9 @@ def test_mean_lateness_beside_a_cpu_hog(tmp_path):
     assert holds['released'] >= 2 * len(rtts)
     assert holds['marked'] == (holds['late_us_mean'] > 0.1 * 100)
     assert abs(holds['late_us_mean'] - figures['late_us_mean']) < 5.0
+    # Neither daemon left the real-time class, and each recorded the spin window it used
+    # (learned from its own sleeps, within the floor and the cap) and its CPU budget.
+    assert holds['rt_demoted'] == []
+    for row in holds['daemons']:
+        assert 10 <= row['spin_us'] <= row['spin_cap_us'] == schedule['spin_us_cap']
+        assert row['spin_permille'] == schedule['spin_permille'] > 0

@@ -262,7 +262,8 @@ class DaemonSet:
             rows.append({'host': name, 'hold_us_min': d.hold_us_min,
                          'hold_us_max': d.hold_us_max, 'released': released,
                          **{k: final.get(k) for k in (
-                             'late_us_mean', 'late_us_max', 'queued_us_mean', 'policy',
+                             'late_us_mean', 'late_us_max', 'queued_us_mean',
+                             'verdict_us_mean', 'policy',
                              'rt_demoted', 'rt_demoted_after_s', 'forced_sleeps', 'spin_ms',
                              'spin_us', 'spin_cap_us', 'spin_permille', 'wake_samples',
                              'wake_overshoot_us_q', 'wake_overshoot_us_max')}})

@@ -74,7 +74,7 @@ static struct ld_table table;
 static struct ld_heap heap;
 static uint64_t seed, host_id;
 static uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
-static uint64_t late_ns_sum, late_ns_max, released;
+static uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
 static uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
 static unsigned rt_priority, rt_budget_ms = 200;
 static struct ld_spin spin;
@@ -191,13 +191,14 @@ static void print_stats(const char *event)
 	printf("{\"event\": \"%s\", \"arrivals\": %llu, \"accepted\": %llu, \"dropped\": %llu, "
 	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"released\": %llu, "
 	       "\"late_us_mean\": %.3f, "
-	       "\"late_us_max\": %.3f, \"queued_us_mean\": %.3f, \"queued_us_max\": %.3f, "
+	       "\"late_us_max\": %.3f, \"verdict_us_mean\": %.3f, \"queued_us_mean\": %.3f, "
+	       "\"queued_us_max\": %.3f, "
 	       "\"stamped\": %llu, \"unstamped\": %llu, \"enobufs\": %llu, "
 	       "\"verdict_errors\": %llu, \"seed\": %llu, ",
 	       event, (unsigned long long)arrivals, (unsigned long long)accepted,
 	       (unsigned long long)dropped, (unsigned long long)unknown, heap.len, heap.max,
 	       (unsigned long long)released, released ? late_ns_sum / 1000.0 / released : 0.0,
-	       late_ns_max / 1000.0,
+	       late_ns_max / 1000.0, released ? verdict_ns_sum / 1000.0 / released : 0.0,
 	       stamped ? queued_ns_sum / 1000.0 / stamped : 0.0, queued_ns_max / 1000.0,
 	       (unsigned long long)stamped, (unsigned long long)unstamped,
 	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
@@ -273,17 +274,26 @@ static long voluntary_switches(void)
 	return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
 }
 
+/*
+ * Accept every held packet whose deadline has passed. Each one's lateness is counted at its
+ * own verdict (a verdict runs the packet through the rest of the stack, which takes a few
+ * microseconds, so the later ones of a batch wait for the earlier ones); verdict_ns_sum is
+ * the time those verdicts took.
+ */
 static void release_due(uint64_t now)
 {
 	while (heap.len && heap.v[0].deadline_ns <= now) {
 		struct ld_held item = ld_heap_pop(&heap);
-		uint64_t late = now - item.deadline_ns;
+		uint64_t late = now - item.deadline_ns, done;
 		late_ns_sum += late;
 		if (late > late_ns_max)
 			late_ns_max = late;
 		accepted++;
 		released++;
 		verdict(item.id, NF_ACCEPT);
+		done = now_ns();
+		verdict_ns_sum += done - now;
+		now = done;
 	}
 }
 
