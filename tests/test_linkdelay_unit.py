@@ -298,16 +298,31 @@ def test_spin_window_forgets_old_overshoots(check):
     assert out['spin_ns'][127] == 305000 and out['spin_ns'][-1] == 25000
 
 
-def test_daemon_sleeps_when_it_has_not_slept_for_its_period(check):
-    """Period 50 ms, the count read at most every 6.25 ms: it moved between the reads at 7
-    and 20 ms, so the daemon last slept at 7 ms at the earliest, and the pass at 64 ms (57 ms
-    later, the first read past 50) must sleep; the next forced sleep comes a period after
-    that (115 ms), and none while the count keeps moving."""
-    passes = ['1000000:0', '7000000:0', '13000000:1', '20000000:1', '26000000:1',
-              '52000000:1', '58000000:1', '64000000:1', '70000000:1', '100000000:1',
-              '115000000:1']
-    out = run(check, 'block', 50000000, *passes)
-    assert out['due'] == [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 1] and out['forced'] == 2
-    moving = ['%d:%d' % (t * 1000000, t) for t in range(0, 400, 7)]
-    assert run(check, 'block', 50000000, *moving)['forced'] == 0
-    assert run(check, 'block', 0, '0:0', '900000000:0')['forced'] == 0     # check off
+def _passes(times_ms, count, cpu):
+    """Loop passes NOW_NS:NVCSW:CPU_NS at times_ms, with count(t) and cpu(t) (ms) at each."""
+    return ['%d:%d:%d' % (t * 1000000, count(t), cpu(t) * 1000000) for t in times_ms]
+
+
+def test_daemon_sleeps_when_it_has_run_a_period_without_sleeping(check):
+    """Period 50 ms, read every 7 ms here: a daemon that polls without ever sleeping (CPU
+    time grows with the wall clock, the switch count stays) must sleep at 56 ms, the first
+    read with 50 ms of CPU since it started, and again at 112 ms."""
+    times = range(7, 120, 7)
+    out = run(check, 'block', 50000000, *_passes(times, lambda t: 0, lambda t: t))
+    assert [t for t, due in zip(times, out['due']) if due] == [56, 112]
+    assert out['forced'] == 2
+
+
+def test_daemon_that_sleeps_or_waits_is_left_alone(check):
+    """No forced sleep while the switch count moves between reads, while the daemon waits
+    for a CPU (wall time passes, its CPU time does not), after a long idle sleep (the CPU it
+    used since that sleep counts, not the wall time), or with the check off."""
+    times = range(0, 400, 7)
+    assert run(check, 'block', 50000000, *_passes(times, lambda t: t, lambda t: t))[
+        'forced'] == 0
+    assert run(check, 'block', 50000000, *_passes(times, lambda t: 0, lambda t: 1))[
+        'forced'] == 0
+    assert run(check, 'block', 50000000, *_passes([1, 10000, 10007], lambda t: t > 1,
+                                                  lambda t: 1 + (t > 1) + (t > 10000)))[
+        'forced'] == 0
+    assert run(check, 'block', 0, *_passes([0, 900], lambda t: 0, lambda t: t))['forced'] == 0

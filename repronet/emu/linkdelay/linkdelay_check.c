@@ -22,10 +22,10 @@
  *   learn CAP_US OVERSHOOT_NS...
  *       the learned spin window: feeds each overshoot as a timed sleep that woke that late;
  *       {"spin_ns": [the window after each], "quantile_ns": N, "max_ns": N}
- *   block PERIOD_NS NOW_NS:NVCSW...
+ *   block PERIOD_NS NOW_NS:NVCSW:CPU_NS...
  *       the regular sleep: the loop passes at NOW_NS when the daemon's voluntary context
- *       switch count reads NVCSW (it starts at 0, count 0); {"due": [0 or 1 per pass],
- *       "forced": N}
+ *       switch count reads NVCSW and its CPU time CPU_NS (all start at 0);
+ *       {"due": [0 or 1 per pass], "forced": N}
  *   overshoot COUNT SLEEP_NS PRIORITY
  *       a measurement, not a check: COUNT timed sleeps of SLEEP_NS the way the daemon sleeps
  *       (ppoll, timer slack 1 ns; SCHED_FIFO PRIORITY unless 0, which needs root), each fed
@@ -284,27 +284,30 @@ static int cmd_overshoot(char **argv)
 }
 
 static long scripted_nvcsw;
+static uint64_t scripted_cpu;
 
-static long read_scripted_nvcsw(void)
+static void read_scripted(long *nvcsw, uint64_t *cpu_ns)
 {
-	return scripted_nvcsw;
+	*nvcsw = scripted_nvcsw;
+	*cpu_ns = scripted_cpu;
 }
 
 static int cmd_block(int argc, char **argv)
 {
 	struct ld_block b;
-	ld_block_init(&b, number(argv[0]), 0, 0);
+	ld_block_init(&b, number(argv[0]), 0, read_scripted);
 	printf("{\"due\": [");
 	for (int i = 1; i < argc; i++) {
-		char *count = strchr(argv[i], ':');
-		if (!count) {
-			fprintf(stderr, "linkdelay_check: '%s' is not NOW_NS:NVCSW\n", argv[i]);
+		char *count = strchr(argv[i], ':'), *cpu = count ? strchr(count + 1, ':') : NULL;
+		if (!cpu) {
+			fprintf(stderr, "linkdelay_check: '%s' is not NOW_NS:NVCSW:CPU_NS\n", argv[i]);
 			exit(2);
 		}
 		*count++ = '\0';
+		*cpu++ = '\0';
 		scripted_nvcsw = (long)number(count);
-		printf("%s%d", i > 1 ? ", " : "", ld_block_due(&b, number(argv[i]),
-							      read_scripted_nvcsw));
+		scripted_cpu = number(cpu);
+		printf("%s%d", i > 1 ? ", " : "", ld_block_due(&b, number(argv[i]), read_scripted));
 	}
 	printf("], \"forced\": %llu}\n", (unsigned long long)b.forced);
 	return 0;
@@ -337,6 +340,6 @@ int main(int argc, char **argv)
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
 		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
 		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]... | learn CAP_US OVERSHOOT_NS... | "
-		"block PERIOD_NS NOW:NVCSW... | overshoot COUNT SLEEP_NS PRIORITY\n");
+		"block PERIOD_NS NOW:NVCSW:CPU... | overshoot COUNT SLEEP_NS PRIORITY\n");
 	return 2;
 }

@@ -83,28 +83,31 @@ void ld_spin_charge(struct ld_spin *s, uint64_t from, uint64_t to)
 	s->used_ns += spent;
 }
 
-void ld_block_init(struct ld_block *b, uint64_t period_ns, uint64_t now, long nvcsw)
+void ld_block_init(struct ld_block *b, uint64_t period_ns, uint64_t now, ld_block_reader *read)
 {
 	memset(b, 0, sizeof(*b));
 	b->period_ns = period_ns;
-	b->last_check_ns = b->last_sleep_ns = now;
-	b->nvcsw = nvcsw;
+	b->last_check_ns = now;
+	read(&b->nvcsw, &b->cpu_check_ns);
+	b->cpu_sleep_ns = b->cpu_check_ns;
 }
 
-int ld_block_due(struct ld_block *b, uint64_t now, long (*nvcsw)(void))
+int ld_block_due(struct ld_block *b, uint64_t now, ld_block_reader *read)
 {
 	long count;
+	uint64_t cpu;
 	if (!b->period_ns || now - b->last_check_ns < b->period_ns / LD_BLOCK_CHECKS)
 		return 0;
-	count = nvcsw();
-	if (count != b->nvcsw)          /* it slept since the last check: say then, to be safe */
-		b->last_sleep_ns = b->last_check_ns;
+	read(&count, &cpu);
+	if (count != b->nvcsw)
+		b->cpu_sleep_ns = b->cpu_check_ns;
 	b->nvcsw = count;
+	b->cpu_check_ns = cpu;
 	b->last_check_ns = now;
-	if (now - b->last_sleep_ns < b->period_ns)
+	if (cpu - b->cpu_sleep_ns < b->period_ns)
 		return 0;
 	b->forced++;
-	b->last_sleep_ns = now;         /* the caller sleeps now */
+	b->cpu_sleep_ns = cpu;          /* the caller sleeps now */
 	return 1;
 }
 

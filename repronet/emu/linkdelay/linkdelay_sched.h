@@ -84,21 +84,27 @@ uint64_t ld_spin_timeout(struct ld_spin *s, uint64_t now, uint64_t wait_ns);
 void ld_spin_charge(struct ld_spin *s, uint64_t from, uint64_t to);
 
 /*
- * Has the daemon slept lately? period_ns: the longest it may run without sleeping (a quarter
- * of its RLIMIT_RTTIME budget; 0 turns the check off). ld_block_due is called once per pass
- * of the loop; every period_ns / LD_BLOCK_CHECKS it reads the daemon's voluntary context
- * switch count through nvcsw() (getrusage in the daemon, a script in linkdelay_check), and
- * returns 1 when the count has not moved for period_ns: the daemon must sleep now.
+ * Has the daemon slept lately? The kernel counts the CPU time an RT task runs between
+ * sleeps, so this does too. period_ns: the most CPU the daemon may use without sleeping (a
+ * quarter of its RLIMIT_RTTIME budget; 0 turns the check off). ld_block_due is called once
+ * per pass of the loop; every period_ns / LD_BLOCK_CHECKS of wall time it reads the daemon's
+ * voluntary context switch count and CPU time through read() (getrusage in the daemon, a
+ * script in linkdelay_check). When the count moved, the daemon slept since the previous read
+ * (to be safe: right after it). Returns 1 when the CPU used since then reaches period_ns:
+ * the daemon must sleep now.
  */
 #define LD_BLOCK_CHECKS 8
 struct ld_block {
 	uint64_t period_ns;
-	uint64_t last_check_ns, last_sleep_ns;  /* a sleep is known to have ended after this */
-	long nvcsw;
+	uint64_t last_check_ns;         /* wall time of the last read */
+	long nvcsw;                     /* the count at the last read */
+	uint64_t cpu_check_ns;          /* CPU time at the last read */
+	uint64_t cpu_sleep_ns;          /* CPU time when it last slept, at the earliest */
 	uint64_t forced;                /* sleeps ld_block_due asked for */
 };
-void ld_block_init(struct ld_block *b, uint64_t period_ns, uint64_t now, long nvcsw);
-int ld_block_due(struct ld_block *b, uint64_t now, long (*nvcsw)(void));
+typedef void ld_block_reader(long *nvcsw, uint64_t *cpu_ns);
+void ld_block_init(struct ld_block *b, uint64_t period_ns, uint64_t now, ld_block_reader *read);
+int ld_block_due(struct ld_block *b, uint64_t now, ld_block_reader *read);
 
 /* Set when SIGXCPU moved the daemon to SCHED_OTHER; ld_rt_demoted_ns: CLOCK_MONOTONIC then. */
 extern volatile sig_atomic_t ld_rt_demoted;
