@@ -26,13 +26,16 @@ after, since other work on the machine moves every figure.
 
 Then, unless ``--tcp 0``, iperf3 TCP at 500 Mbit/s (``bw`` on both links) with 0 and 1 ms one
 way (0.5 ms per link), ``--tcp`` seconds each: the received rate against issue 15's 0.95 and
-the daemons' share of a core over the transfer. ``--rt-priority`` and ``--spin-us`` run the
-daemons with another schedule than repronet's, to measure each step; ``--daemon`` runs another
-build of the daemon (e.g. an older commit's, built with its own Makefile) to compare builds.
+the daemons' share of a core over the transfer. ``--flood S`` adds S seconds of a UDP flood
+(as fast as h1 can send, unshaped 0.05 ms links): a daemon that never gets to sleep under it
+is the case the RLIMIT_RTTIME bound catches, so it prints whether one left SCHED_FIFO.
+``--rt-priority`` and ``--spin-us`` run the daemons with another schedule than repronet's, to
+measure each step; ``--daemon`` runs another build of the daemon (e.g. an older commit's,
+built with its own Makefile) to compare builds.
 
     sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5]
         [--loads idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005] [--tcp 5]
-        [--rt-priority 0..98] [--spin-us 0..1000] [--daemon PATH]
+        [--rt-priority 0..98] [--spin-us 0..1000] [--flood 0..60] [--daemon PATH]
 """
 
 import argparse
@@ -58,6 +61,7 @@ RTT_SHARE = 0.05            # issue 15: within 5 % of floor + configured RTT at 
 HOG = 'while True: pass'
 TCP_MBIT = 500              # issue 15: TCP at 500 Mbit/s with 1 ms still at 0.95 of the rate
 TCP_SHARE = 0.95
+UDP_FLOOD = ['-u', '-b', '0', '-l', '1200']     # iperf3: UDP as fast as the sender can
 
 
 def pair(delay_ms, bw=None):
@@ -116,7 +120,7 @@ def lateness(stats):
     largest learned spin window and wake-up overshoot quantile, and how many daemons left
     SCHED_FIFO."""
     total = weighted = worst = queued = stamped = unstamped = cpu = verdict = 0.0
-    spin, wake, demoted = [], [], 0
+    spin, wake, demoted, forced = [], [], 0, 0
     for record in stats.values():
         counters = record.get('counters') or {}
         held = counters.get('accepted', 0) - counters.get('unknown', 0)
@@ -133,10 +137,11 @@ def lateness(stats):
         if counters.get('wake_samples'):
             wake.append(counters['wake_overshoot_us_q'])
         demoted += bool(counters.get('rt_demoted'))
+        forced += counters.get('forced_sleeps', 0)
     released = sum((r.get('counters') or {}).get('released', 0) for r in stats.values())
     return {'verdict_us': verdict / released if released else None,
             'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
-            'rt_demoted': demoted, 'late_us_mean': weighted / total if total else None,
+            'rt_demoted': demoted, 'forced_sleeps': forced, 'late_us_mean': weighted / total if total else None,
             'late_us_max': worst if stats else None,
             'queued_us_mean': queued / stamped if stamped else None,
             'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
@@ -170,13 +175,14 @@ def measure(delay_ms, load, args, caps, state, guard):
             'schedule': schedule, **lateness(stats)}
 
 
-def tcp(one_way_ms, seconds, caps, state, guard):
-    """iperf3 TCP h1 -> h2 at TCP_MBIT with one_way_ms split over the two links: a dict of
-    the received rate and the daemons' CPU seconds over the transfer."""
+def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False):
+    """iperf3 TCP (or a UDP flood as fast as h1 can send) h1 -> h2, links of bw Mbit/s (None:
+    unshaped) with one_way_ms split over the two: a dict of the received rate, the daemons'
+    CPU seconds over the transfer and their counters."""
     from repronet.emu import network
     from repronet.emu.process import NodeProcess, TcpListening
     with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
-        net = network.Network(pair(one_way_ms / 2, TCP_MBIT), 'lxbr', 'auto', caps,
+        net = network.Network(pair(one_way_ms / 2, bw), 'lxbr', 'auto', caps,
                               on_built=state.record, seed=1, log_dir=logs)
         try:
             net.start()
@@ -186,19 +192,30 @@ def tcp(one_way_ms, seconds, caps, state, guard):
             server.wait_ready(20)
             cpu_before = sum(net.links.daemon_cpu_seconds().values())
             client = NodeProcess(h1, 'iperf3-c', ['iperf3', '-c', h2.IP(), '-p', PORT, '-J',
-                                                  '-t', seconds], logs, suffix='.json').start()
+                                                  '-t', seconds] + UDP_FLOOD * udp, logs,
+                                 suffix='.json').start()
             if client.wait(timeout=seconds + 30) != 0:
                 raise RuntimeError('iperf3 failed: see %s' % client.err_path)
             cpu = sum(net.links.daemon_cpu_seconds().values()) - cpu_before
             figures = lateness(net.links.daemon_stats())
             server.stop()
             with open(client.log_path) as f:
-                rate = json.load(f)['end']['sum_received']['bits_per_second'] / 1e6
+                end = json.load(f)['end']
+            rate = end['sum' if udp else 'sum_received']['bits_per_second'] / 1e6
         finally:
             with guard.held():
                 net.stop()
                 state.clear()
     return {'one_way_ms': one_way_ms, 'mbit': rate, 'daemon_cpu': cpu / seconds, **figures}
+
+
+def print_flood(row):
+    """The UDP flood: did a daemon leave SCHED_FIFO under it?"""
+    print('UDP flood, 0.05 ms one way, unshaped: %.1f Mbit/s sent, daemons %.2f of a core, '
+          'late %s us on average, %s us at most; %d daemon(s) left SCHED_FIFO, %d forced '
+          'sleeps' % (row['mbit'], row['daemon_cpu'], _fmt(row['late_us_mean']),
+                      _fmt(row['late_us_max'], '%.0f'), row['rt_demoted'],
+                      row['forced_sleeps']))
 
 
 def print_tcp(rows):
@@ -321,6 +338,10 @@ def parse(argv):
     parser.add_argument('--tcp', type=int, choices=range(0, 61), default=5, metavar='0..60',
                         help='seconds of iperf3 TCP at 500 Mbit/s with 0 and 1 ms one way, '
                         'idle; 0 skips it (default 5)')
+    parser.add_argument('--flood', type=int, choices=range(0, 61), default=0,
+                        metavar='0..60', help='seconds of a UDP flood (iperf3 -b 0) over '
+                        '0.05 ms links, to see whether a daemon leaves SCHED_FIFO under it; '
+                        '0 skips it (default 0)')
     parser.add_argument('--daemon', default=None, metavar='PATH',
                         help='run this linkdelay binary instead of the checkout\'s (it must '
                         'take the same flags)')
@@ -372,6 +393,8 @@ def main(argv=None):
                         rows.append(measure(delay, load, args, caps, state, guard))
                 tcp_rows = [tcp(ms, args.tcp, caps, state, guard) for ms in (0, 1)
                             if args.tcp]
+                flood = tcp(0.05, args.flood, caps, state, guard, bw=None, udp=True) \
+                    if args.flood else None
         except Interrupted as e:
             print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)
             return 128 + e.signum
@@ -380,6 +403,8 @@ def main(argv=None):
     print_rows(rows)
     print_targets(rows)
     print_tcp(tcp_rows)
+    if flood:
+        print_flood(flood)
     print('after: %s' % _uptime())
     return 0
 
