@@ -59,7 +59,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -267,17 +266,6 @@ static uint64_t number(const char *flag, const char *text, uint64_t max)
 	return v;
 }
 
-/* This thread's voluntary context switches (each one a sleep) and CPU time so far. */
-static void switches_and_cpu(long *nvcsw, uint64_t *cpu_ns)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_THREAD, &ru) < 0)
-		memset(&ru, 0, sizeof(ru));
-	*nvcsw = ru.ru_nvcsw;
-	*cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
-		  ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
-}
-
 /*
  * Accept every held packet whose deadline has passed. Each one's lateness is counted at its
  * own verdict (a verdict runs the packet through the rest of the stack, which takes a few
@@ -365,7 +353,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "linkdelay: %s\n", err);
 	start_ns = now_ns();
 	ld_block_init(&block, rt_priority ? rt_budget_ms * 1000000ull / 4 : 0, start_ns,
-		      switches_and_cpu);
+		      ld_block_read_self);
 	/* Any socket asking for receive stamps makes the kernel stamp every arriving packet. */
 	stamp_fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (stamp_fd < 0 || setsockopt(stamp_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
@@ -408,7 +396,7 @@ int main(int argc, char **argv)
 		uint64_t now = now_ns(), wait, woke;
 		int rv, drained;
 
-		if (ld_block_due(&block, now, switches_and_cpu)) {
+		if (ld_block_due(&block, now, ld_block_read_self)) {
 			struct timespec nap = {0, (long)LD_FORCED_SLEEP_NS};
 			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
 			now = now_ns();

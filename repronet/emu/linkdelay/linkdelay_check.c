@@ -26,6 +26,10 @@
  *       the regular sleep: the loop passes at NOW_NS when the daemon's voluntary context
  *       switch count reads NVCSW and its CPU time CPU_NS (all start at 0);
  *       {"due": [0 or 1 per pass], "forced": N}
+ *   rttime BUDGET_MS SPIN_MS REGULAR
+ *       needs root: polls without sleeping for SPIN_MS at SCHED_FIFO 10 with an RLIMIT_RTTIME
+ *       of BUDGET_MS, taking the daemon's regular sleep if REGULAR is 1;
+ *       {"demoted": 0|1, "demoted_after_ms": N|null, "forced": N}
  *   overshoot COUNT SLEEP_NS PRIORITY
  *       a measurement, not a check: COUNT timed sleeps of SLEEP_NS the way the daemon sleeps
  *       (ppoll, timer slack 1 ns; SCHED_FIFO PRIORITY unless 0, which needs root), each fed
@@ -283,6 +287,35 @@ static int cmd_overshoot(char **argv)
 	return 0;
 }
 
+static int cmd_rttime(char **argv)
+{
+	uint64_t budget = number(argv[0]), spin = number(argv[1]) * 1000000ull, start = mono_ns();
+	int regular = number(argv[2]) != 0;
+	char err[LD_ERR_MAX];
+	struct ld_block b;
+
+	if (!budget || budget > LD_MAX_RT_BUDGET_MS)
+		return 2;
+	if (ld_sched_apply(10, (unsigned)budget, err, sizeof(err)) < 0) {
+		fprintf(stderr, "linkdelay_check: %s\n", err);
+		return 1;
+	}
+	ld_block_init(&b, budget * 1000000ull / 4, start, ld_block_read_self);
+	while (!ld_rt_demoted && mono_ns() - start < spin) {
+		if (regular && ld_block_due(&b, mono_ns(), ld_block_read_self)) {
+			struct timespec nap = {0, (long)LD_FORCED_SLEEP_NS};
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+		}
+	}
+	printf("{\"demoted\": %d, \"demoted_after_ms\": ", (int)ld_rt_demoted);
+	if (ld_rt_demoted)
+		printf("%.1f", (ld_rt_demoted_ns - start) / 1e6);
+	else
+		printf("null");
+	printf(", \"forced\": %llu}\n", (unsigned long long)b.forced);
+	return 0;
+}
+
 static long scripted_nvcsw;
 static uint64_t scripted_cpu;
 
@@ -335,11 +368,14 @@ int main(int argc, char **argv)
 		return cmd_learn(argc - 2, argv + 2);
 	if (!strcmp(cmd, "block") && argc >= 3)
 		return cmd_block(argc - 2, argv + 2);
+	if (!strcmp(cmd, "rttime") && argc == 5)
+		return cmd_rttime(argv + 2);
 	if (!strcmp(cmd, "overshoot") && argc == 5)
 		return cmd_overshoot(argv + 2);
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
 		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
 		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]... | learn CAP_US OVERSHOOT_NS... | "
-		"block PERIOD_NS NOW:NVCSW:CPU... | overshoot COUNT SLEEP_NS PRIORITY\n");
+		"block PERIOD_NS NOW:NVCSW:CPU... | rttime BUDGET_MS SPIN_MS REGULAR | "
+		"overshoot COUNT SLEEP_NS PRIORITY\n");
 	return 2;
 }

@@ -111,6 +111,16 @@ int ld_block_due(struct ld_block *b, uint64_t now, ld_block_reader *read)
 	return 1;
 }
 
+void ld_block_read_self(long *nvcsw, uint64_t *cpu_ns)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) < 0)
+		memset(&ru, 0, sizeof(ru));
+	*nvcsw = ru.ru_nvcsw;
+	*cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+		  ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
 /* SIGXCPU: the daemon ran its RLIMIT_RTTIME without blocking; leave the RT class for good. */
 static void on_xcpu(int sig)
 {

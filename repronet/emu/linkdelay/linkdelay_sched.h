@@ -106,6 +106,9 @@ typedef void ld_block_reader(long *nvcsw, uint64_t *cpu_ns);
 void ld_block_init(struct ld_block *b, uint64_t period_ns, uint64_t now, ld_block_reader *read);
 int ld_block_due(struct ld_block *b, uint64_t now, ld_block_reader *read);
 
+/* The reader of the calling thread itself (getrusage). */
+void ld_block_read_self(long *nvcsw, uint64_t *cpu_ns);
+
 /* Set when SIGXCPU moved the daemon to SCHED_OTHER; ld_rt_demoted_ns: CLOCK_MONOTONIC then. */
 extern volatile sig_atomic_t ld_rt_demoted;
 extern volatile uint64_t ld_rt_demoted_ns;
