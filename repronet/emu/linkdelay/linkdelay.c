@@ -270,9 +270,9 @@ static uint64_t number(const char *flag, const char *text, uint64_t max)
  * Accept every held packet whose deadline has passed. Each one's lateness is counted at its
  * own verdict (a verdict runs the packet through the rest of the stack, which takes a few
  * microseconds, so the later ones of a batch wait for the earlier ones); verdict_ns_sum is
- * the time those verdicts took.
+ * the time those verdicts took. Returns the time after the last verdict.
  */
-static void release_due(uint64_t now)
+static uint64_t release_due(uint64_t now)
 {
 	while (heap.len && heap.v[0].deadline_ns <= now) {
 		struct ld_held item = ld_heap_pop(&heap);
@@ -287,6 +287,7 @@ static void release_due(uint64_t now)
 		verdict_ns_sum += done - now;
 		now = done;
 	}
+	return now;
 }
 
 int main(int argc, char **argv)
@@ -401,7 +402,7 @@ int main(int argc, char **argv)
 			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
 			now = now_ns();
 		}
-		release_due(now);
+		now = release_due(now);     /* the next sleep counts from after the verdicts */
 		if (ld_stats_flag) {
 			ld_stats_flag = 0;
 			print_stats("stats");
