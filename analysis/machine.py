@@ -7,8 +7,10 @@ person who wrote the analysis happened to be: the same analysis reads runs from 
 Every report's machine line also says whether the machine kept the emulated delays (issue 15):
 the linkdelay daemons' mean and worst lateness next to the configured holds, from the
 manifest's ``link_holds`` (``repronet.emu.linkemu_daemon.DaemonSet.holds``), and a MARKED when
-the mean exceeds the stated share of the smallest hold. One place, so every experiment's
-report says it.
+the mean exceeds the stated share of the smallest hold; and it names any daemon that left the
+real-time class during the run (it ran its RLIMIT_RTTIME budget without sleeping and was late
+from then on), which would otherwise only show as a late figure. One place, so every
+experiment's report says it.
 """
 
 from analysis.inputs import is_number
@@ -54,4 +56,10 @@ def holds(manifest):
     if is_number(share) and mean > share * hold:
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))
+    demoted = record.get('rt_demoted') or []
+    if demoted:
+        text += ('; %d of %d daemons (%s) left SCHED_FIFO during the run (they ran their '
+                 'real-time budget without sleeping) and ran SCHED_OTHER from then on' % (
+                     len(demoted), len(record.get('daemons') or demoted),
+                     ', '.join(map(str, demoted))))
     return text

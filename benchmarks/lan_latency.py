@@ -17,19 +17,25 @@ is the floor: the request-response time of the probe, the kernel and the bridge 
 
 Printed (never asserted; the machine is shared): per (load, d) the median and mean RTT, the
 floor + configured RTT it should be, the excess in percent, the daemons' mean and worst
-lateness, how long packets waited to be read (``queued``), the share of packets that carried
-the kernel's arrival stamp, and the daemons' CPU seconds; then issue 15's targets with the
-measured values. ``uptime`` is printed before and after, since other work on the machine moves
-every figure.
+lateness, how long packets waited to be read (``queued``), how long a release's verdict took
+(``verdict``: it carries the packet through the rest of the stack), the share that carried
+the kernel's arrival stamp, the daemons' CPU seconds, the largest spin window a daemon
+learned (``spin``, us) and the wake-up overshoot quantile it learned it from (``wake_q``,
+us); then issue 15's targets with the measured values. ``uptime`` is printed before and
+after, since other work on the machine moves every figure.
 
 Then, unless ``--tcp 0``, iperf3 TCP at 500 Mbit/s (``bw`` on both links) with 0 and 1 ms one
 way (0.5 ms per link), ``--tcp`` seconds each: the received rate against issue 15's 0.95 and
-the daemons' share of a core over the transfer. ``--rt-priority`` and ``--spin-us`` run the
-daemons with another schedule than repronet's, to measure each step.
+the daemons' share of a core over the transfer. ``--flood S`` adds S seconds of a UDP flood
+(as fast as h1 can send, unshaped 0.05 ms links): a daemon that never gets to sleep under it
+is the case the RLIMIT_RTTIME bound catches, so it prints whether one left SCHED_FIFO.
+``--rt-priority`` and ``--spin-us`` run the daemons with another schedule than repronet's, to
+measure each step; ``--daemon`` runs another build of the daemon (e.g. an older commit's,
+built with its own Makefile) to compare builds.
 
     sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5]
         [--loads idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005] [--tcp 5]
-        [--rt-priority 0..98] [--spin-us 0..1000]
+        [--rt-priority 0..98] [--spin-us 0..1000] [--flood 0..60] [--daemon PATH]
 """
 
 import argparse
@@ -55,6 +61,7 @@ RTT_SHARE = 0.05            # issue 15: within 5 % of floor + configured RTT at 
 HOG = 'while True: pass'
 TCP_MBIT = 500              # issue 15: TCP at 500 Mbit/s with 1 ms still at 0.95 of the rate
 TCP_SHARE = 0.95
+UDP_FLOOD = ['-u', '-b', '0', '-l', '1200']     # iperf3: UDP as fast as the sender can
 
 
 def pair(delay_ms, bw=None):
@@ -109,19 +116,32 @@ def request_response(net, log_dir, count, interval):
 
 def lateness(stats):
     """Over the daemons' counters: mean lateness weighted by released packets, the worst, the
-    mean time packets waited to be read, the share of packets with a kernel stamp, CPU s."""
-    total = weighted = worst = queued = stamped = unstamped = cpu = 0.0
+    mean time packets waited to be read, the share of packets with a kernel stamp, CPU s; the
+    largest learned spin window and wake-up overshoot quantile, and how many daemons left
+    SCHED_FIFO."""
+    total = weighted = worst = queued = stamped = unstamped = cpu = verdict = 0.0
+    spin, wake, demoted, forced = [], [], 0, 0
     for record in stats.values():
         counters = record.get('counters') or {}
         held = counters.get('accepted', 0) - counters.get('unknown', 0)
         total += held
         weighted += counters.get('late_us_mean', 0.0) * held
+        verdict += counters.get('verdict_us_mean', 0.0) * counters.get('released', 0)
         worst = max(worst, counters.get('late_us_max', 0.0))
         queued += counters.get('queued_us_mean', 0.0) * counters.get('stamped', 0)
         stamped += counters.get('stamped', 0)
         unstamped += counters.get('unstamped', 0)
         cpu += record.get('cpu_s', 0.0)
-    return {'late_us_mean': weighted / total if total else None,
+        if counters.get('spin_us') is not None:
+            spin.append(counters['spin_us'])
+        if counters.get('wake_samples'):
+            wake.append(counters['wake_overshoot_us_q'])
+        demoted += bool(counters.get('rt_demoted'))
+        forced += counters.get('forced_sleeps', 0)
+    released = sum((r.get('counters') or {}).get('released', 0) for r in stats.values())
+    return {'verdict_us': verdict / released if released else None,
+            'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
+            'rt_demoted': demoted, 'forced_sleeps': forced, 'late_us_mean': weighted / total if total else None,
             'late_us_max': worst if stats else None,
             'queued_us_mean': queued / stamped if stamped else None,
             'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
@@ -155,13 +175,14 @@ def measure(delay_ms, load, args, caps, state, guard):
             'schedule': schedule, **lateness(stats)}
 
 
-def tcp(one_way_ms, seconds, caps, state, guard):
-    """iperf3 TCP h1 -> h2 at TCP_MBIT with one_way_ms split over the two links: a dict of
-    the received rate and the daemons' CPU seconds over the transfer."""
+def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False):
+    """iperf3 TCP (or a UDP flood as fast as h1 can send) h1 -> h2, links of bw Mbit/s (None:
+    unshaped) with one_way_ms split over the two: a dict of the received rate, the daemons'
+    CPU seconds over the transfer and their counters."""
     from repronet.emu import network
     from repronet.emu.process import NodeProcess, TcpListening
     with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
-        net = network.Network(pair(one_way_ms / 2, TCP_MBIT), 'lxbr', 'auto', caps,
+        net = network.Network(pair(one_way_ms / 2, bw), 'lxbr', 'auto', caps,
                               on_built=state.record, seed=1, log_dir=logs)
         try:
             net.start()
@@ -171,26 +192,40 @@ def tcp(one_way_ms, seconds, caps, state, guard):
             server.wait_ready(20)
             cpu_before = sum(net.links.daemon_cpu_seconds().values())
             client = NodeProcess(h1, 'iperf3-c', ['iperf3', '-c', h2.IP(), '-p', PORT, '-J',
-                                                  '-t', seconds], logs, suffix='.json').start()
+                                                  '-t', seconds] + UDP_FLOOD * udp, logs,
+                                 suffix='.json').start()
             if client.wait(timeout=seconds + 30) != 0:
                 raise RuntimeError('iperf3 failed: see %s' % client.err_path)
             cpu = sum(net.links.daemon_cpu_seconds().values()) - cpu_before
+            figures = lateness(net.links.daemon_stats())
             server.stop()
             with open(client.log_path) as f:
-                rate = json.load(f)['end']['sum_received']['bits_per_second'] / 1e6
+                end = json.load(f)['end']
+            rate = end['sum' if udp else 'sum_received']['bits_per_second'] / 1e6
         finally:
             with guard.held():
                 net.stop()
                 state.clear()
-    return {'one_way_ms': one_way_ms, 'mbit': rate, 'daemon_cpu': cpu / seconds}
+    return {'one_way_ms': one_way_ms, 'mbit': rate, 'daemon_cpu': cpu / seconds, **figures}
+
+
+def print_flood(row):
+    """The UDP flood: did a daemon leave SCHED_FIFO under it?"""
+    print('UDP flood, 0.05 ms one way, unshaped: %.1f Mbit/s sent, daemons %.2f of a core, '
+          'late %s us on average, %s us at most; %d daemon(s) left SCHED_FIFO, %d forced '
+          'sleeps' % (row['mbit'], row['daemon_cpu'], _fmt(row['late_us_mean']),
+                      _fmt(row['late_us_max'], '%.0f'), row['rt_demoted'],
+                      row['forced_sleeps']))
 
 
 def print_tcp(rows):
     """The TCP rows and issue 15's no-throughput-loss target."""
     for r in rows:
         print('TCP at %d Mbit/s, %g ms one way: %.1f Mbit/s (%.3f of the rate), daemons %.2f '
-              'of a core' % (TCP_MBIT, r['one_way_ms'], r['mbit'], r['mbit'] / TCP_MBIT,
-                             r['daemon_cpu']))
+              'of a core%s' % (TCP_MBIT, r['one_way_ms'], r['mbit'], r['mbit'] / TCP_MBIT,
+                               r['daemon_cpu'], '' if r['late_us_mean'] is None else
+                               ', late %.1f us on average, %d daemon(s) left SCHED_FIFO' % (
+                                   r['late_us_mean'], r['rt_demoted'])))
     held = [r for r in rows if r['one_way_ms'] > 0]
     free = [r for r in rows if r['one_way_ms'] == 0]
     if held:
@@ -209,21 +244,23 @@ def _fmt(value, spec='%.1f'):
 def print_rows(rows):
     """One line per (load, delay): measured against floor + configured RTT."""
     floors = {r['load']: r['median_us'] for r in rows if r['delay_ms'] == 0}
-    print('%-5s %8s %9s %9s %9s %11s %7s %9s %9s %9s %7s %7s' % (
+    print('%-5s %8s %9s %9s %9s %11s %7s %9s %9s %9s %7s %7s %7s %6s %6s' % (
         'load', 'ms/link', 'cfg_rtt', 'median', 'mean', 'floor+cfg', 'excess',
-        'late_mean', 'late_max', 'queued', 'stamped', 'cpu_s'))
+        'late_mean', 'late_max', 'queued', 'verdict', 'stamped', 'cpu_s', 'spin', 'wake_q'))
     for r in rows:
         configured = 4000.0 * r['delay_ms']
         floor = floors.get(r['load'])
         expected = floor + configured if floor is not None else None
         r['expected_us'] = expected
         r['excess'] = (r['median_us'] / expected - 1) if expected and r['median_us'] else None
-        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %9s %9s %7s %7.2f' % (
+        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %9s %9s %7s %7s %7.2f %6s %6s%s' % (
             r['load'], r['delay_ms'], configured, _fmt(r['median_us']), _fmt(r['mean_us']),
             _fmt(expected), _fmt(r['excess'] and 100 * r['excess'], '%+.1f%%'),
             _fmt(r['late_us_mean'], '%.2f'), _fmt(r['late_us_max']),
-            _fmt(r['queued_us_mean'], '%.2f'), _fmt(r['stamped_share'], '%.2f'),
-            r['daemon_cpu_s']))
+            _fmt(r['queued_us_mean'], '%.2f'), _fmt(r['verdict_us'], '%.1f'),
+            _fmt(r['stamped_share'], '%.2f'),
+            r['daemon_cpu_s'], _fmt(r['spin_us'], '%.0f'), _fmt(r['wake_us_q'], '%.0f'),
+            '  %d daemon(s) left SCHED_FIFO' % r['rt_demoted'] if r['rt_demoted'] else ''))
 
 
 def print_targets(rows):
@@ -296,14 +333,23 @@ def parse(argv):
                         metavar='0..98', help='the daemons\' SCHED_FIFO priority, 0: '
                         'SCHED_OTHER (default: repronet\'s, linkemu_daemon.RT_PRIORITY)')
     parser.add_argument('--spin-us', type=int, choices=range(0, 1001), default=None,
-                        metavar='0..1000', help='busy-poll threshold, 0: off (default: '
-                        'repronet\'s, linkemu_daemon.SPIN_US)')
+                        metavar='0..1000', help='cap of the learned busy-poll window, 0: off '
+                        '(default: repronet\'s, linkemu_daemon.SPIN_US)')
     parser.add_argument('--tcp', type=int, choices=range(0, 61), default=5, metavar='0..60',
                         help='seconds of iperf3 TCP at 500 Mbit/s with 0 and 1 ms one way, '
                         'idle; 0 skips it (default 5)')
+    parser.add_argument('--flood', type=int, choices=range(0, 61), default=0,
+                        metavar='0..60', help='seconds of a UDP flood (iperf3 -b 0) over '
+                        '0.05 ms links, to see whether a daemon leaves SCHED_FIFO under it; '
+                        '0 skips it (default 0)')
+    parser.add_argument('--daemon', default=None, metavar='PATH',
+                        help='run this linkdelay binary instead of the checkout\'s (it must '
+                        'take the same flags)')
     args = parser.parse_args(argv)
     if not 0.0001 <= args.interval <= 1:
         parser.error('--interval must be 0.0001..1 seconds')
+    if args.daemon and not os.access(args.daemon, os.X_OK):
+        parser.error('--daemon %s is not an executable file' % args.daemon)
     if 0 not in args.delays:
         args.delays.insert(0, 0.0)   # the floor every row is compared with
     return args
@@ -316,6 +362,8 @@ def _override_schedule(args):
         linkemu_daemon.RT_PRIORITY = args.rt_priority
     if args.spin_us is not None:
         linkemu_daemon.SPIN_US = args.spin_us
+    if args.daemon:
+        linkemu_daemon.BINARY = os.path.abspath(args.daemon)
 
 
 def main(argv=None):
@@ -329,9 +377,10 @@ def main(argv=None):
     setLogLevel('critical')
     _override_schedule(args)
     git = provenance.git_state(REPO)
-    print('commit %s%s, %d cores, kernel %s; %s' % (
+    print('commit %s%s, %d cores, kernel %s; %s%s' % (
         (git['revision'] or '?')[:12], ' (dirty)' if git['dirty'] else '', os.cpu_count(),
-        os.uname().release, _uptime()), flush=True)
+        os.uname().release, _uptime(), '; daemon %s' % args.daemon if args.daemon else ''),
+        flush=True)
     rows = []
     with SignalGuard() as guard:
         try:
@@ -344,6 +393,8 @@ def main(argv=None):
                         rows.append(measure(delay, load, args, caps, state, guard))
                 tcp_rows = [tcp(ms, args.tcp, caps, state, guard) for ms in (0, 1)
                             if args.tcp]
+                flood = tcp(0.05, args.flood, caps, state, guard, bw=None, udp=True) \
+                    if args.flood else None
         except Interrupted as e:
             print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)
             return 128 + e.signum
@@ -352,6 +403,8 @@ def main(argv=None):
     print_rows(rows)
     print_targets(rows)
     print_tcp(tcp_rows)
+    if flood:
+        print_flood(flood)
     print('after: %s' % _uptime())
     return 0
 

@@ -14,7 +14,10 @@ suite running beside it), and ``benchmarks/lan_latency.py``'s hogs
 row at 0.05 ms per link 1.3, 1.4, 3.2 and 32 us in four runs (so 50 us is not far above the
 worst seen); the daemon of commit 48e91bb (SCHED_OTHER, no busy-poll, hold counted from when
 it read the packet) logged 392 us in this test, 8 times the bound, and fails it (checked by
-building 48e91bb's daemon and link modules in place, then restoring them).
+building 48e91bb's daemon and link modules in place, then restoring them). At 25245f8, load
+average 8: 23.1 us. Also asserted: neither daemon left SCHED_FIFO, and each recorded its
+learned spin window within its floor and cap, and its CPU budget (a daemon that prints no
+window, as bf1644d's, fails here).
 """
 
 import pytest
@@ -58,3 +61,29 @@ def test_mean_lateness_beside_a_cpu_hog(tmp_path):
     assert holds['released'] >= 2 * len(rtts)
     assert holds['marked'] == (holds['late_us_mean'] > 0.1 * 100)
     assert abs(holds['late_us_mean'] - figures['late_us_mean']) < 5.0
+    # Neither daemon left the real-time class, and each recorded the spin window it used
+    # (learned from its own sleeps, within the floor and the cap) and its CPU budget.
+    assert holds['rt_demoted'] == []
+    for row in holds['daemons']:
+        assert 10 <= row['spin_us'] <= row['spin_cap_us'] == schedule['spin_us_cap']
+        assert row['spin_permille'] == schedule['spin_permille'] > 0
+
+
+def test_regular_sleep_keeps_a_polling_daemon_realtime(tmp_path):
+    """The kernel demotes a SCHED_FIFO loop that polls without sleeping once it has run its
+    RLIMIT_RTTIME budget (here 20 ms), and the daemon's regular sleep prevents that.
+
+    ``linkdelay_check rttime`` polls for 300 ms at SCHED_FIFO 10 with the daemon's SIGXCPU
+    handler and scheduling code: without the regular sleep it must be demoted (the kernel
+    enforces the bound: 22-23 ms here, so the second half is able to fail, as it does with the
+    regular sleep off); with it (every 5 ms of CPU, a quarter of the budget) it must stay
+    real-time. About 0.6 s of one CPU at SCHED_FIFO.
+    """
+    from tests.test_linkdelay_unit import _compile, run
+    check = _compile(tmp_path / 'linkdelay_check',
+                     ['linkdelay_check.c', 'linkdelay_core.c', 'linkdelay_sched.c'], ['-lm'])
+    bare = run(check, 'rttime', 20, 300, 0)
+    assert bare['demoted'] == 1 and bare['forced'] == 0, bare
+    guarded = run(check, 'rttime', 20, 300, 1)
+    assert guarded == {'demoted': 0, 'demoted_after_ms': None, 'forced': guarded['forced']}
+    assert guarded['forced'] >= 10, guarded     # about one per 5 ms of CPU over 300 ms

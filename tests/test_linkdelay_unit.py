@@ -263,3 +263,66 @@ def test_busy_poll_off_sleeps_the_whole_wait(check):
     """Threshold 0 or a zero share: never poll."""
     assert run(check, 'spin', 0, 250, '0:50000')['sleep_ns'] == [50000]
     assert run(check, 'spin', 100, 0, '0:50000')['sleep_ns'] == [50000]
+
+
+def test_spin_window_is_the_cap_until_enough_sleeps_were_seen(check):
+    """Fewer than 16 timed sleeps: no quantile yet, the window is the 400 us cap."""
+    out = run(check, 'learn', 400, *[30000] * 15)
+    assert out['spin_ns'] == [400000] * 15 and out['max_ns'] == 30000
+
+
+def test_spin_window_learns_the_high_quantile_of_overshoots(check):
+    """The window is the 0.95 quantile of the remembered overshoots plus 5 us, recomputed
+    every 16 sleeps: 16 sleeps 30 us late give 35 us; once 10 of 48 woke 200 us late
+    (more than 5 %) it grows to 205 us; a single 500 us outlier among 32 does not move it
+    past what 95 % of sleeps needed."""
+    out = run(check, 'learn', 400, *[30000] * 16)
+    assert out['spin_ns'][-1] == 35000 and out['quantile_ns'] == 30000
+    out = run(check, 'learn', 400, *([30000] * 38 + [200000] * 10))
+    assert out['spin_ns'][15] == 35000 and out['spin_ns'][-1] == 205000
+    out = run(check, 'learn', 400, *([30000] * 31 + [500000]))
+    assert out['spin_ns'][-1] == 35000 and out['max_ns'] == 500000
+
+
+def test_spin_window_stays_within_floor_and_cap(check):
+    """On time sleeps still poll 10 us (the floor); sleeps later than the cap spin the cap."""
+    assert run(check, 'learn', 400, *[0] * 16)['spin_ns'][-1] == 10000
+    assert run(check, 'learn', 150, *[900000] * 16)['spin_ns'][-1] == 150000
+    assert run(check, 'learn', 0, *[900000] * 16)['spin_ns'][-1] == 0   # polling off
+
+
+def test_spin_window_forgets_old_overshoots(check):
+    """Only the last 128 sleeps count: 128 late ones (300 us) followed by 128 on time (20 us)
+    bring the window back to 25 us."""
+    out = run(check, 'learn', 400, *([300000] * 128 + [20000] * 128))
+    assert out['spin_ns'][127] == 305000 and out['spin_ns'][-1] == 25000
+
+
+def _passes(times_ms, count, cpu):
+    """Loop passes NOW_NS:NVCSW:CPU_NS at times_ms, with count(t) and cpu(t) (ms) at each."""
+    return ['%d:%d:%d' % (t * 1000000, count(t), cpu(t) * 1000000) for t in times_ms]
+
+
+def test_daemon_sleeps_when_it_has_run_a_period_without_sleeping(check):
+    """Period 50 ms, read every 7 ms here: a daemon that polls without ever sleeping (CPU
+    time grows with the wall clock, the switch count stays) must sleep at 56 ms, the first
+    read with 50 ms of CPU since it started, and again at 112 ms."""
+    times = range(7, 120, 7)
+    out = run(check, 'block', 50000000, *_passes(times, lambda t: 0, lambda t: t))
+    assert [t for t, due in zip(times, out['due']) if due] == [56, 112]
+    assert out['forced'] == 2
+
+
+def test_daemon_that_sleeps_or_waits_is_left_alone(check):
+    """No forced sleep while the switch count moves between reads, while the daemon waits
+    for a CPU (wall time passes, its CPU time does not), after a long idle sleep (the CPU it
+    used since that sleep counts, not the wall time), or with the check off."""
+    times = range(0, 400, 7)
+    assert run(check, 'block', 50000000, *_passes(times, lambda t: t, lambda t: t))[
+        'forced'] == 0
+    assert run(check, 'block', 50000000, *_passes(times, lambda t: 0, lambda t: 1))[
+        'forced'] == 0
+    assert run(check, 'block', 50000000, *_passes([1, 10000, 10007], lambda t: t > 1,
+                                                  lambda t: 1 + (t > 1) + (t > 10000)))[
+        'forced'] == 0
+    assert run(check, 'block', 0, *_passes([0, 900], lambda t: 0, lambda t: t))['forced'] == 0

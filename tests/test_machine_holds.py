@@ -43,3 +43,14 @@ def test_runs_without_daemons_or_counters_say_so_or_nothing():
         'link delay daemons: lateness not recorded'
     assert machine.describe({'link_holds': _manifest()['link_holds']}).startswith(
         'machine not recorded in the manifest; link delay daemons released')
+
+
+def test_a_daemon_that_left_the_realtime_class_is_named():
+    """A daemon demoted to SCHED_OTHER (RLIMIT_RTTIME) is named in the line, marked or not;
+    none demoted (or an older record without the key) adds nothing."""
+    text = machine.describe(_manifest(rt_demoted=['h2'], daemons=[{'host': 'h1'},
+                                                                   {'host': 'h2'}]))
+    assert '1 of 2 daemons (h2) left SCHED_FIFO during the run' in text
+    assert 'MARKED' not in text
+    assert 'SCHED_FIFO' not in machine.describe(_manifest(rt_demoted=[]))
+    assert 'SCHED_FIFO' not in machine.describe(_manifest())

@@ -20,10 +20,14 @@ daemon's ``seeded`` answer, so a point's traffic never meets the previous seed).
 
 Scheduling (issue 15: a LAN link's hold is tens of microseconds, as long as a wake-up behind
 busy node processes): every daemon asks for SCHED_FIFO at RT_PRIORITY, bounded by the kernel's
-RT throttle and by RT_BUDGET_MS of running without blocking (then it drops to SCHED_OTHER), and
-busy-polls the last SPIN_US before each deadline, all daemons together at most SPIN_CPUS of the
-machine (each gets its share per 100 ms window). :meth:`DaemonSet.schedule` is what the manifest
-records (``mechanisms.link_daemons``); each daemon's stats say what it actually ran under.
+RT throttle and by RT_BUDGET_MS of running without blocking (then it drops to SCHED_OTHER for
+good; it sleeps briefly every quarter of that budget so that normal traffic never does this),
+and busy-polls a spin window before each deadline, all daemons together at most SPIN_CPUS of the
+machine (each gets its share per 100 ms window). The window is learned by each daemon from how
+late its own timed sleeps wake, at most SPIN_US (linkdelay_sched.h says how).
+:meth:`DaemonSet.schedule` is what the manifest records (``mechanisms.link_daemons``); each
+daemon's stats say what it actually ran under, and :meth:`DaemonSet.holds` (the manifest's
+``link_holds``) what each learned and whether one left the real-time class.
 
 The binary is built on demand with ``make -C repronet/emu/linkdelay`` when missing or older than
 its sources.
@@ -53,7 +57,7 @@ PARALLEL = 16               # iptables-restore processes at once
 POLL = 0.01
 RT_PRIORITY = 10            # SCHED_FIFO, below the kernel's own RT threads (50)
 RT_BUDGET_MS = 200          # RLIMIT_RTTIME: this long without blocking drops a daemon to OTHER
-SPIN_US = 100               # busy-poll once the next deadline is this close
+SPIN_US = 100               # the learned busy-poll window's cap, us
 SPIN_CPUS = 0.5             # busy-polling of all daemons together, in CPUs
 SPIN_PERMILLE_MAX = 250     # and of one daemon, per mille of a CPU
 RT_THROTTLE = '/proc/sys/kernel/sched_rt_runtime_us'
@@ -227,10 +231,11 @@ class DaemonSet:
 
     def schedule(self):
         """How the daemons were scheduled, for the manifest: asked for, and what each got."""
-        got = {}
+        got, quantile = {}, None
         for name, d in self.daemons.items():
             ready = d.events('ready')
             got[name] = ready[0].get('policy') if ready else None
+            quantile = ready[0].get('spin_quantile', quantile) if ready else quantile
         try:
             with open(RT_THROTTLE) as f:
                 throttle = int(f.read())
@@ -238,14 +243,18 @@ class DaemonSet:
             throttle = None
         return {'policy': 'fifo' if RT_PRIORITY else 'other', 'rt_priority': RT_PRIORITY,
                 'rt_budget_ms': RT_BUDGET_MS, 'rt_runtime_us': throttle,
-                'spin_us': SPIN_US, 'spin_permille': self._spin_permille(),
-                'spin_cpus': SPIN_CPUS, 'policy_got': got}
+                'spin_us_cap': SPIN_US, 'spin_window': 'learned', 'spin_quantile': quantile,
+                'spin_permille': self._spin_permille(), 'spin_cpus': SPIN_CPUS,
+                'policy_got': got}
 
     def holds(self):
         """After stop: the daemons' lateness next to their configured holds, for the manifest.
 
         ``late_us_mean`` is weighted by the packets each daemon held; ``marked`` is True when
-        it exceeds LATE_SHARE of the smallest configured hold (jitter aside) of any daemon."""
+        it exceeds LATE_SHARE of the smallest configured hold (jitter aside) of any daemon.
+        Each row also has the spin window the daemon learned and what it learned it from, and
+        ``rt_demoted`` lists the daemons that left SCHED_FIFO (they ran RT_BUDGET_MS without
+        sleeping and were late from then on)."""
         rows, held, late_sum = [], 0, 0.0
         for name, d in sorted(self.daemons.items()):
             final = d.final or {}
@@ -253,8 +262,11 @@ class DaemonSet:
             rows.append({'host': name, 'hold_us_min': d.hold_us_min,
                          'hold_us_max': d.hold_us_max, 'released': released,
                          **{k: final.get(k) for k in (
-                             'late_us_mean', 'late_us_max', 'queued_us_mean', 'policy',
-                             'rt_demoted', 'spin_ms')}})
+                             'late_us_mean', 'late_us_max', 'queued_us_mean',
+                             'verdict_us_mean', 'policy',
+                             'rt_demoted', 'rt_demoted_after_s', 'forced_sleeps', 'spin_ms',
+                             'spin_us', 'spin_cap_us', 'spin_permille', 'wake_samples',
+                             'wake_overshoot_us_q', 'wake_overshoot_us_max')}})
             if released and final.get('late_us_mean') is not None:
                 held += released
                 late_sum += released * final['late_us_mean']
@@ -266,7 +278,7 @@ class DaemonSet:
                 'hold_us_max': max(maxes) if maxes else None, 'released': held,
                 'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,
                 'marked': bool(mins and mean is not None and mean > LATE_SHARE * min(mins)),
-                'daemons': rows}
+                'rt_demoted': [r['host'] for r in rows if r['rt_demoted']], 'daemons': rows}
 
     @staticmethod
     def _rules(daemon):

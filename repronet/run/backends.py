@@ -88,6 +88,10 @@ def link_holds(net, name):
               'than %d %% of the smallest configured hold (%g us); the emulated delays were '
               'longer than asked' % (name, record['late_us_mean'], 100 * record['late_share'],
                                       record['hold_us_min']), flush=True)
+    if record and record.get('rt_demoted'):
+        print('%s: WARNING: the delay daemons of %s left SCHED_FIFO during the run (they ran '
+              'their real-time budget without sleeping) and released packets late from then '
+              'on' % (name, ', '.join(record['rt_demoted'])), flush=True)
     return record
 
 

@@ -27,8 +27,13 @@
  *
  * Getting a CPU on time (linkdelay_sched.h): --rt-priority N runs the daemon SCHED_FIFO,
  * bounded by the kernel's RT throttle and by --rt-budget-ms of running without blocking
- * (then it drops to SCHED_OTHER); --spin-us N polls without sleeping once the next deadline
- * is that close, at most --spin-permille of a CPU. The stats say what the daemon ran under.
+ * (then it drops to SCHED_OTHER, and its stats say when: rt_demoted_after_s); so that normal
+ * traffic never does that, the daemon sleeps briefly when it has not slept for a quarter of
+ * that budget (forced_sleeps). It polls without sleeping once the next deadline is closer
+ * than its spin window, at most --spin-permille of a CPU; the window is learned from how late
+ * its own timed sleeps wake (wake_overshoot_us_*), capped by --spin-us. The stats say what
+ * the daemon ran under. Each pass reads at most DRAIN_MAX messages before it releases what is
+ * due again, so a flood cannot hold the releases back.
  *
  * Signals (SIGTERM/SIGINT stop, SIGUSR1 prints stats) are blocked except inside ppoll, so one
  * that arrives while the loop is busy is taken by the next wait instead of being lost.
@@ -62,15 +67,18 @@
 #define QUEUE_MAXLEN 65536
 #define RCVBUF_BYTES (32 * 1024 * 1024)
 #define CONTROL_MAX 256
+#define DRAIN_MAX 64            /* messages read per pass before due packets are released */
 
 static struct ld_table table;
 static struct ld_heap heap;
 static uint64_t seed, host_id;
 static uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
-static uint64_t late_ns_sum, late_ns_max, released;
+static uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
 static uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
 static unsigned rt_priority, rt_budget_ms = 200;
 static struct ld_spin spin;
+static struct ld_block block;
+static uint64_t start_ns;
 static struct nfq_q_handle *qh;
 
 static uint64_t clock_ns(clockid_t clock)
@@ -160,10 +168,20 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 static void print_schedule(void)
 {
 	printf("\"policy\": \"%s\", \"rt_priority\": %u, \"rt_budget_ms\": %u, "
-	       "\"rt_demoted\": %d, \"spin_us\": %llu, \"spin_permille\": %llu",
-	       ld_sched_policy(), rt_priority, rt_budget_ms, (int)ld_rt_demoted,
-	       (unsigned long long)(spin.spin_ns / 1000ull),
-	       (unsigned long long)(spin.budget_ns / (LD_SPIN_WINDOW_NS / 1000ull)));
+	       "\"rt_demoted\": %d, \"rt_demoted_after_s\": ", ld_sched_policy(), rt_priority,
+	       rt_budget_ms, (int)ld_rt_demoted);
+	if (ld_rt_demoted)
+		printf("%.3f", (ld_rt_demoted_ns - start_ns) / 1e9);
+	else
+		printf("null");
+	printf(", \"forced_sleeps\": %llu, \"spin_us\": %.1f, \"spin_cap_us\": %llu, "
+	       "\"spin_permille\": %llu, \"spin_quantile\": %g, \"wake_samples\": %llu, "
+	       "\"wake_overshoot_us_q\": %.1f, \"wake_overshoot_us_max\": %.1f",
+	       (unsigned long long)block.forced,
+	       spin.spin_ns / 1000.0, (unsigned long long)(spin.cap_ns / 1000ull),
+	       (unsigned long long)(spin.budget_ns / (LD_SPIN_WINDOW_NS / 1000ull)),
+	       LD_SPIN_QUANTILE, (unsigned long long)spin.samples, spin.quantile_ns / 1000.0,
+	       spin.overshoot_max_ns / 1000.0);
 }
 
 static void print_stats(const char *event)
@@ -172,13 +190,14 @@ static void print_stats(const char *event)
 	printf("{\"event\": \"%s\", \"arrivals\": %llu, \"accepted\": %llu, \"dropped\": %llu, "
 	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"released\": %llu, "
 	       "\"late_us_mean\": %.3f, "
-	       "\"late_us_max\": %.3f, \"queued_us_mean\": %.3f, \"queued_us_max\": %.3f, "
+	       "\"late_us_max\": %.3f, \"verdict_us_mean\": %.3f, \"queued_us_mean\": %.3f, "
+	       "\"queued_us_max\": %.3f, "
 	       "\"stamped\": %llu, \"unstamped\": %llu, \"enobufs\": %llu, "
 	       "\"verdict_errors\": %llu, \"seed\": %llu, ",
 	       event, (unsigned long long)arrivals, (unsigned long long)accepted,
 	       (unsigned long long)dropped, (unsigned long long)unknown, heap.len, heap.max,
 	       (unsigned long long)released, released ? late_ns_sum / 1000.0 / released : 0.0,
-	       late_ns_max / 1000.0,
+	       late_ns_max / 1000.0, released ? verdict_ns_sum / 1000.0 / released : 0.0,
 	       stamped ? queued_ns_sum / 1000.0 / stamped : 0.0, queued_ns_max / 1000.0,
 	       (unsigned long long)stamped, (unsigned long long)unstamped,
 	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
@@ -247,18 +266,28 @@ static uint64_t number(const char *flag, const char *text, uint64_t max)
 	return v;
 }
 
-static void release_due(uint64_t now)
+/*
+ * Accept every held packet whose deadline has passed. Each one's lateness is counted at its
+ * own verdict (a verdict runs the packet through the rest of the stack, which takes a few
+ * microseconds, so the later ones of a batch wait for the earlier ones); verdict_ns_sum is
+ * the time those verdicts took. Returns the time after the last verdict.
+ */
+static uint64_t release_due(uint64_t now)
 {
 	while (heap.len && heap.v[0].deadline_ns <= now) {
 		struct ld_held item = ld_heap_pop(&heap);
-		uint64_t late = now - item.deadline_ns;
+		uint64_t late = now - item.deadline_ns, done;
 		late_ns_sum += late;
 		if (late > late_ns_max)
 			late_ns_max = late;
 		accepted++;
 		released++;
 		verdict(item.id, NF_ACCEPT);
+		done = now_ns();
+		verdict_ns_sum += done - now;
+		now = done;
 	}
+	return now;
 }
 
 int main(int argc, char **argv)
@@ -323,6 +352,9 @@ int main(int argc, char **argv)
 	ld_spin_init(&spin, spin_us, (unsigned)spin_permille);
 	if (ld_sched_apply(rt_priority, rt_budget_ms, err, sizeof(err)) < 0)
 		fprintf(stderr, "linkdelay: %s\n", err);
+	start_ns = now_ns();
+	ld_block_init(&block, rt_priority ? rt_budget_ms * 1000000ull / 4 : 0, start_ns,
+		      ld_block_read_self);
 	/* Any socket asking for receive stamps makes the kernel stamp every arriving packet. */
 	stamp_fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (stamp_fd < 0 || setsockopt(stamp_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
@@ -362,18 +394,26 @@ int main(int argc, char **argv)
 
 	while (!ld_stop_flag) {
 		struct pollfd pfd[2] = {{fd, POLLIN, 0}, {0, POLLIN, 0}};
-		uint64_t now = now_ns(), wait;
-		int rv;
+		uint64_t now = now_ns(), wait, woke;
+		int rv, drained;
 
-		release_due(now);
+		if (ld_block_due(&block, now, ld_block_read_self)) {
+			struct timespec nap = {0, (long)LD_FORCED_SLEEP_NS};
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+			now = now_ns();
+		}
+		now = release_due(now);     /* the next sleep counts from after the verdicts */
 		if (ld_stats_flag) {
 			ld_stats_flag = 0;
 			print_stats("stats");
 		}
 		wait = heap.len ? ld_spin_timeout(&spin, now, heap.v[0].deadline_ns - now) : 0;
 		rv = ld_wait(pfd, control_stdin ? 2 : 1, heap.len ? &wait : NULL, &wait_mask);
+		woke = now_ns();
 		if (heap.len && wait == 0)
-			ld_spin_charge(&spin, now, now_ns());   /* this pass polled, it did not sleep */
+			ld_spin_charge(&spin, now, woke);       /* this pass polled, it did not sleep */
+		else if (heap.len && rv == 0)
+			ld_spin_learn(&spin, wait, woke - now); /* a timed sleep: how late it woke */
 		if (rv < 0 && errno != EINTR) {
 			perror("linkdelay: ppoll");
 			break;
@@ -389,7 +429,7 @@ int main(int argc, char **argv)
 		}
 		if (!(pfd[0].revents & POLLIN))
 			continue;
-		for (;;) {
+		for (drained = 0; drained < DRAIN_MAX; drained++) {
 			ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (n < 0) {
 				if (errno == ENOBUFS) {

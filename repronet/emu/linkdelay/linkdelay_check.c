@@ -19,6 +19,21 @@
  *       the busy-poll budget (linkdelay_sched.c): for each pass at NOW_NS with the next
  *       deadline WAIT_NS away, the time the loop would sleep; a pass that would not sleep is
  *       charged SPENT_NS (default 0). {"sleep_ns": [...], "spun_ns": N, "exhausted": N}
+ *   learn CAP_US OVERSHOOT_NS...
+ *       the learned spin window: feeds each overshoot as a timed sleep that woke that late;
+ *       {"spin_ns": [the window after each], "quantile_ns": N, "max_ns": N}
+ *   block PERIOD_NS NOW_NS:NVCSW:CPU_NS...
+ *       the regular sleep: the loop passes at NOW_NS when the daemon's voluntary context
+ *       switch count reads NVCSW and its CPU time CPU_NS (all start at 0);
+ *       {"due": [0 or 1 per pass], "forced": N}
+ *   rttime BUDGET_MS SPIN_MS REGULAR
+ *       needs root: polls without sleeping for SPIN_MS at SCHED_FIFO 10 with an RLIMIT_RTTIME
+ *       of BUDGET_MS, taking the daemon's regular sleep if REGULAR is 1;
+ *       {"demoted": 0|1, "demoted_after_ms": N|null, "forced": N}
+ *   overshoot COUNT SLEEP_NS PRIORITY
+ *       a measurement, not a check: COUNT timed sleeps of SLEEP_NS the way the daemon sleeps
+ *       (ppoll, timer slack 1 ns; SCHED_FIFO PRIORITY unless 0, which needs root), each fed
+ *       to the learned window; {"p50_ns", "p90_ns", "p99_ns", "max_ns", "spin_ns"}
  */
 #define _GNU_SOURCE
 #include "linkdelay_core.h"
@@ -28,6 +43,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
 
 #define MAX_PACKETS 10000000ull
 
@@ -218,6 +235,117 @@ static int cmd_spin(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_learn(int argc, char **argv)
+{
+	struct ld_spin s;
+	ld_spin_init(&s, number(argv[0]), 250);
+	printf("{\"spin_ns\": [");
+	for (int i = 1; i < argc; i++) {
+		ld_spin_learn(&s, 1000000ull, 1000000ull + number(argv[i]));
+		printf("%s%llu", i > 1 ? ", " : "", (unsigned long long)s.spin_ns);
+	}
+	printf("], \"quantile_ns\": %llu, \"max_ns\": %llu}\n",
+	       (unsigned long long)s.quantile_ns, (unsigned long long)s.overshoot_max_ns);
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmd_overshoot(char **argv)
+{
+	uint64_t count = number(argv[0]), asked = number(argv[1]), *over;
+	char err[LD_ERR_MAX];
+	sigset_t mask;
+	struct ld_spin s;
+
+	if (!count || count > MAX_PACKETS || !(over = malloc(count * sizeof(*over))))
+		return 2;
+	if (ld_sched_apply((unsigned)number(argv[2]), 1000, err, sizeof(err)) < 0) {
+		fprintf(stderr, "linkdelay_check: %s\n", err);
+		return 1;
+	}
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+	sigprocmask(SIG_SETMASK, NULL, &mask);
+	ld_spin_init(&s, LD_MAX_SPIN_US, 1000);
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t before = mono_ns(), wait = asked;
+		ld_wait(NULL, 0, &wait, &mask);
+		over[i] = mono_ns() - before - asked;
+		ld_spin_learn(&s, asked, over[i] + asked);
+	}
+	printf("{\"p50_ns\": %llu, ", (unsigned long long)ld_quantile(over, count, 0.5));
+	printf("\"p90_ns\": %llu, \"p99_ns\": %llu, \"max_ns\": %llu, \"spin_ns\": %llu}\n",
+	       (unsigned long long)ld_quantile(over, count, 0.9),
+	       (unsigned long long)ld_quantile(over, count, 0.99),
+	       (unsigned long long)over[count - 1], (unsigned long long)s.spin_ns);
+	free(over);
+	return 0;
+}
+
+static int cmd_rttime(char **argv)
+{
+	uint64_t budget = number(argv[0]), spin = number(argv[1]) * 1000000ull, start = mono_ns();
+	int regular = number(argv[2]) != 0;
+	char err[LD_ERR_MAX];
+	struct ld_block b;
+
+	if (!budget || budget > LD_MAX_RT_BUDGET_MS)
+		return 2;
+	if (ld_sched_apply(10, (unsigned)budget, err, sizeof(err)) < 0) {
+		fprintf(stderr, "linkdelay_check: %s\n", err);
+		return 1;
+	}
+	ld_block_init(&b, budget * 1000000ull / 4, start, ld_block_read_self);
+	while (!ld_rt_demoted && mono_ns() - start < spin) {
+		if (regular && ld_block_due(&b, mono_ns(), ld_block_read_self)) {
+			struct timespec nap = {0, (long)LD_FORCED_SLEEP_NS};
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, NULL);
+		}
+	}
+	printf("{\"demoted\": %d, \"demoted_after_ms\": ", (int)ld_rt_demoted);
+	if (ld_rt_demoted)
+		printf("%.1f", (ld_rt_demoted_ns - start) / 1e6);
+	else
+		printf("null");
+	printf(", \"forced\": %llu}\n", (unsigned long long)b.forced);
+	return 0;
+}
+
+static long scripted_nvcsw;
+static uint64_t scripted_cpu;
+
+static void read_scripted(long *nvcsw, uint64_t *cpu_ns)
+{
+	*nvcsw = scripted_nvcsw;
+	*cpu_ns = scripted_cpu;
+}
+
+static int cmd_block(int argc, char **argv)
+{
+	struct ld_block b;
+	ld_block_init(&b, number(argv[0]), 0, read_scripted);
+	printf("{\"due\": [");
+	for (int i = 1; i < argc; i++) {
+		char *count = strchr(argv[i], ':'), *cpu = count ? strchr(count + 1, ':') : NULL;
+		if (!cpu) {
+			fprintf(stderr, "linkdelay_check: '%s' is not NOW_NS:NVCSW:CPU_NS\n", argv[i]);
+			exit(2);
+		}
+		*count++ = '\0';
+		*cpu++ = '\0';
+		scripted_nvcsw = (long)number(count);
+		scripted_cpu = number(cpu);
+		printf("%s%d", i > 1 ? ", " : "", ld_block_due(&b, number(argv[i]), read_scripted));
+	}
+	printf("], \"forced\": %llu}\n", (unsigned long long)b.forced);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -236,8 +364,18 @@ int main(int argc, char **argv)
 		return cmd_wait_signal();
 	if (!strcmp(cmd, "spin") && argc >= 4)
 		return cmd_spin(argc - 2, argv + 2);
+	if (!strcmp(cmd, "learn") && argc >= 3)
+		return cmd_learn(argc - 2, argv + 2);
+	if (!strcmp(cmd, "block") && argc >= 3)
+		return cmd_block(argc - 2, argv + 2);
+	if (!strcmp(cmd, "rttime") && argc == 5)
+		return cmd_rttime(argv + 2);
+	if (!strcmp(cmd, "overshoot") && argc == 5)
+		return cmd_overshoot(argv + 2);
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
 		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
-		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]...\n");
+		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]... | learn CAP_US OVERSHOOT_NS... | "
+		"block PERIOD_NS NOW:NVCSW:CPU... | rttime BUDGET_MS SPIN_MS REGULAR | "
+		"overshoot COUNT SLEEP_NS PRIORITY\n");
 	return 2;
 }

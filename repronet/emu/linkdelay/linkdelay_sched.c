@@ -1,6 +1,6 @@
 /*
- * The linkdelay daemon's scheduling: real-time class with its RLIMIT_RTTIME bound, and the
- * busy-poll budget (see linkdelay_sched.h for why).
+ * The linkdelay daemon's scheduling: real-time class with its RLIMIT_RTTIME bound, the
+ * busy-poll budget, the learned spin window and the regular sleep (see linkdelay_sched.h).
  */
 #define _GNU_SOURCE
 #include "linkdelay_sched.h"
@@ -9,15 +9,50 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/resource.h>
+#include <time.h>
 
 volatile sig_atomic_t ld_rt_demoted;
+volatile uint64_t ld_rt_demoted_ns;
 
-void ld_spin_init(struct ld_spin *s, uint64_t spin_us, unsigned permille)
+void ld_spin_init(struct ld_spin *s, uint64_t cap_us, unsigned permille)
 {
 	memset(s, 0, sizeof(*s));
-	s->spin_ns = spin_us * 1000ull;
+	s->cap_ns = s->spin_ns = cap_us * 1000ull;
 	s->budget_ns = LD_SPIN_WINDOW_NS / 1000ull * permille;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+uint64_t ld_quantile(uint64_t *v, size_t n, double q)
+{
+	qsort(v, n, sizeof(v[0]), by_value);
+	return v[(size_t)(q * (double)(n - 1) + 0.5)];
+}
+
+void ld_spin_learn(struct ld_spin *s, uint64_t asked_ns, uint64_t slept_ns)
+{
+	uint64_t over = slept_ns > asked_ns ? slept_ns - asked_ns : 0, sorted[LD_SPIN_SAMPLES];
+	size_t n;
+
+	s->ring[s->samples++ % LD_SPIN_SAMPLES] = over;
+	if (over > s->overshoot_max_ns)
+		s->overshoot_max_ns = over;
+	if (!s->cap_ns || s->samples < LD_SPIN_MIN_SAMPLES || s->samples % LD_SPIN_RELEARN)
+		return;
+	n = s->samples < LD_SPIN_SAMPLES ? (size_t)s->samples : LD_SPIN_SAMPLES;
+	memcpy(sorted, s->ring, n * sizeof(sorted[0]));
+	s->quantile_ns = ld_quantile(sorted, n, LD_SPIN_QUANTILE);
+	s->spin_ns = s->quantile_ns + LD_SPIN_MARGIN_NS;
+	if (s->spin_ns < LD_SPIN_FLOOR_NS)
+		s->spin_ns = LD_SPIN_FLOOR_NS;
+	if (s->spin_ns > s->cap_ns)
+		s->spin_ns = s->cap_ns;
 }
 
 static void roll(struct ld_spin *s, uint64_t now)
@@ -48,13 +83,55 @@ void ld_spin_charge(struct ld_spin *s, uint64_t from, uint64_t to)
 	s->used_ns += spent;
 }
 
+void ld_block_init(struct ld_block *b, uint64_t period_ns, uint64_t now, ld_block_reader *read)
+{
+	memset(b, 0, sizeof(*b));
+	b->period_ns = period_ns;
+	b->last_check_ns = now;
+	read(&b->nvcsw, &b->cpu_check_ns);
+	b->cpu_sleep_ns = b->cpu_check_ns;
+}
+
+int ld_block_due(struct ld_block *b, uint64_t now, ld_block_reader *read)
+{
+	long count;
+	uint64_t cpu;
+	if (!b->period_ns || now - b->last_check_ns < b->period_ns / LD_BLOCK_CHECKS)
+		return 0;
+	read(&count, &cpu);
+	if (count != b->nvcsw)
+		b->cpu_sleep_ns = b->cpu_check_ns;
+	b->nvcsw = count;
+	b->cpu_check_ns = cpu;
+	b->last_check_ns = now;
+	if (cpu - b->cpu_sleep_ns < b->period_ns)
+		return 0;
+	b->forced++;
+	b->cpu_sleep_ns = cpu;          /* the caller sleeps now */
+	return 1;
+}
+
+void ld_block_read_self(long *nvcsw, uint64_t *cpu_ns)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) < 0)
+		memset(&ru, 0, sizeof(ru));
+	*nvcsw = ru.ru_nvcsw;
+	*cpu_ns = ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000ull +
+		  ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000ull;
+}
+
 /* SIGXCPU: the daemon ran its RLIMIT_RTTIME without blocking; leave the RT class for good. */
 static void on_xcpu(int sig)
 {
 	struct sched_param p = {.sched_priority = 0};
+	struct timespec ts;
 	(void)sig;
-	if (sched_setscheduler(0, SCHED_OTHER, &p) == 0)
+	if (sched_setscheduler(0, SCHED_OTHER, &p) == 0) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);   /* async-signal-safe */
+		ld_rt_demoted_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 		ld_rt_demoted = 1;
+	}
 }
 
 int ld_sched_apply(unsigned priority, unsigned budget_ms, char *err, size_t errlen)

@@ -12,10 +12,23 @@
  *   runs that long without blocking gets SIGXCPU, and its handler drops it to SCHED_OTHER for
  *   the rest of its life (counted in its stats as rt_demoted).
  * - Busy-poll: a timer wake-up costs tens of microseconds here, as much as a LAN link's whole
- *   delay. So the daemon sleeps until --spin-us before the next deadline and polls the queue
- *   without sleeping for the rest. Bound: the polling may use at most --spin-permille of one
- *   CPU over each SPIN_WINDOW_NS; past that the daemon sleeps to the deadline until the next
- *   window (the budget below decides, and counts what it spent).
+ *   delay. So the daemon sleeps until a spin window before the next deadline and polls the
+ *   queue without sleeping for the rest. Bound: the polling may use at most --spin-permille of
+ *   one CPU over each SPIN_WINDOW_NS; past that the daemon sleeps to the deadline until the
+ *   next window (the budget below decides, and counts what it spent).
+ * - The spin window is learned, not fixed: how late a timed sleep wakes depends on the machine
+ *   and on its load (in this nested VM a sleep that starts on an idle CPU wakes 100-200 us
+ *   late, on a busy one 5-40 us), so a fixed window is either too short (late) or too long
+ *   (CPU). Every sleep that ends by its timeout adds its overshoot (woke minus asked) to a
+ *   ring of the last LD_SPIN_SAMPLES; the window is their LD_SPIN_QUANTILE quantile plus
+ *   LD_SPIN_MARGIN_NS, at least LD_SPIN_FLOOR_NS and at most --spin-us (the hard cap, also
+ *   the window until LD_SPIN_MIN_SAMPLES sleeps were seen).
+ * - Blocking regularly: the kernel resets a task's RLIMIT_RTTIME count only when it wakes from
+ *   a sleep. Under heavy traffic the queue always has a packet ready and the spin never
+ *   sleeps, so a daemon could run its budget out and drop to SCHED_OTHER for good while doing
+ *   exactly its job. ld_block_due says when the daemon has not slept for a quarter of its
+ *   budget (it reads its voluntary context switches to know); the daemon then sleeps
+ *   LD_FORCED_SLEEP_NS, which costs one wake-up's lateness a few times a second at most.
  */
 #ifndef LINKDELAY_SCHED_H
 #define LINKDELAY_SCHED_H
@@ -27,17 +40,39 @@
 #define LD_SPIN_WINDOW_NS 100000000ull   /* 100 ms: the busy-poll budget's accounting window */
 #define LD_MAX_SPIN_US 1000u
 #define LD_MAX_RT_BUDGET_MS 10000u
+#define LD_SPIN_SAMPLES 128             /* overshoots remembered (a ring) */
+#define LD_SPIN_MIN_SAMPLES 16          /* below this many the window is the cap */
+#define LD_SPIN_RELEARN 16              /* recompute the window every this many samples */
+#define LD_SPIN_QUANTILE 0.95
+#define LD_SPIN_MARGIN_NS 5000ull
+#define LD_SPIN_FLOOR_NS 10000ull
+#define LD_FORCED_SLEEP_NS 20000ull     /* long enough that the timer cannot fire before the
+					   task is off the CPU, so it really sleeps */
 
 struct ld_spin {
 	uint64_t spin_ns;               /* busy-poll when the next deadline is this close */
+	uint64_t cap_ns;                /* the window's hard cap (--spin-us) */
 	uint64_t budget_ns;             /* busy-poll time allowed per window */
 	uint64_t window_start, used_ns; /* the current window and what it spent */
 	uint64_t total_ns;              /* busy-poll time over the daemon's life */
 	uint64_t windows_exhausted;     /* windows whose budget ran out */
+	uint64_t ring[LD_SPIN_SAMPLES]; /* the last overshoots of timed sleeps, ns */
+	uint64_t samples;               /* overshoots seen over the daemon's life */
+	uint64_t quantile_ns;           /* LD_SPIN_QUANTILE of the ring when last learned */
+	uint64_t overshoot_max_ns;      /* the largest overshoot seen */
 };
 
-/* permille of one CPU; spin_us 0 turns busy-polling off. */
-void ld_spin_init(struct ld_spin *s, uint64_t spin_us, unsigned permille);
+/* cap_us: the spin window's hard cap (0 turns busy-polling off); permille of one CPU. */
+void ld_spin_init(struct ld_spin *s, uint64_t cap_us, unsigned permille);
+
+/*
+ * A sleep asked for asked_ns ended by its timeout after slept_ns: learn its overshoot (the
+ * window moves every LD_SPIN_RELEARN samples, see the top of this file).
+ */
+void ld_spin_learn(struct ld_spin *s, uint64_t asked_ns, uint64_t slept_ns);
+
+/* The q quantile (0..1, nearest rank) of v[0..n), n > 0; sorts v in place. */
+uint64_t ld_quantile(uint64_t *v, size_t n, double q);
 
 /*
  * How long to sleep before the next deadline, wait_ns away, at time now: the whole wait when
@@ -48,7 +83,35 @@ uint64_t ld_spin_timeout(struct ld_spin *s, uint64_t now, uint64_t wait_ns);
 /* Charge a pass of the loop that polled without sleeping, from..to (ns). */
 void ld_spin_charge(struct ld_spin *s, uint64_t from, uint64_t to);
 
+/*
+ * Has the daemon slept lately? The kernel counts the CPU time an RT task runs between
+ * sleeps, so this does too. period_ns: the most CPU the daemon may use without sleeping (a
+ * quarter of its RLIMIT_RTTIME budget; 0 turns the check off). ld_block_due is called once
+ * per pass of the loop; every period_ns / LD_BLOCK_CHECKS of wall time it reads the daemon's
+ * voluntary context switch count and CPU time through read() (getrusage in the daemon, a
+ * script in linkdelay_check). When the count moved, the daemon slept since the previous read
+ * (to be safe: right after it). Returns 1 when the CPU used since then reaches period_ns:
+ * the daemon must sleep now.
+ */
+#define LD_BLOCK_CHECKS 8
+struct ld_block {
+	uint64_t period_ns;
+	uint64_t last_check_ns;         /* wall time of the last read */
+	long nvcsw;                     /* the count at the last read */
+	uint64_t cpu_check_ns;          /* CPU time at the last read */
+	uint64_t cpu_sleep_ns;          /* CPU time when it last slept, at the earliest */
+	uint64_t forced;                /* sleeps ld_block_due asked for */
+};
+typedef void ld_block_reader(long *nvcsw, uint64_t *cpu_ns);
+void ld_block_init(struct ld_block *b, uint64_t period_ns, uint64_t now, ld_block_reader *read);
+int ld_block_due(struct ld_block *b, uint64_t now, ld_block_reader *read);
+
+/* The reader of the calling thread itself (getrusage). */
+void ld_block_read_self(long *nvcsw, uint64_t *cpu_ns);
+
+/* Set when SIGXCPU moved the daemon to SCHED_OTHER; ld_rt_demoted_ns: CLOCK_MONOTONIC then. */
 extern volatile sig_atomic_t ld_rt_demoted;
+extern volatile uint64_t ld_rt_demoted_ns;
 
 /*
  * Ask for SCHED_FIFO at priority (0: stay SCHED_OTHER) with the RLIMIT_RTTIME bound; on
