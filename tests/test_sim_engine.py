@@ -186,7 +186,7 @@ class _Reference:
                 fn(*args)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.5]),
                           st.integers(0, 3), st.integers(0, 40)), min_size=1, max_size=40))
 def test_any_mix_of_scheduling_and_cancelling_runs_in_time_then_sequence_order(script):
