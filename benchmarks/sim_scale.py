@@ -29,7 +29,8 @@ operation and messages per operation from the clients' own summaries; the load a
 
 ``--interpreters python3,pypy3`` runs the whole benchmark once under each, one process
 after the other (PyPy's JIT, ``repronet.run.sim_interpreter``), and ends with a table of
-events per wall and per CPU second of the engine alone and of the search phase.
+events per wall and per CPU second of the engine alone and of the (last) search phase;
+``--search-rounds N`` searches N times in a row, since the JIT compiles as it goes.
 
     /usr/bin/python3 benchmarks/sim_scale.py                      # 1,000 x 10,000
     /usr/bin/python3 benchmarks/sim_scale.py --servers 8 --peers 8 --files 2000   # dht8-like
@@ -186,7 +187,7 @@ def part_one(args, workdir):
           % (args.servers, args.peers, args.files, made), flush=True)
     servers = bench.start_servers()
     peers = ['p%d' % i for i in range(1, args.peers + 1)]
-    steps = [('register', peers), ('search', peers),
+    steps = [('register', peers)] + [('search', peers)] * args.search_rounds + [
              ('download', peers[::args.download_every])]
     for op, who in steps:
         if op == 'download':
@@ -315,6 +316,9 @@ def main(argv=None):
                    help='one peer in N downloads (default 10)')
     p.add_argument('--grow', action='store_true', help='also: 1, 10, 100, 1000 servers')
     p.add_argument('--grow-peers', type=int, default=100)
+    p.add_argument('--search-rounds', type=int, default=1,
+                   help='search phases in a row (default 1); under PyPy the later ones show '
+                   'the rate once the JIT has compiled the paths (the table takes the last)')
     p.add_argument('--seed', type=int, default=1)
     p.add_argument('--workdir', default=None, help='scratch folder (default: a temporary '
                    'one, removed at the end)')
@@ -323,7 +327,8 @@ def main(argv=None):
     p.add_argument('--figures', default=None, help=argparse.SUPPRESS)   # child's results
     argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
-    for name in ('servers', 'peers', 'files', 'wave', 'download_every', 'grow_peers'):
+    for name in ('servers', 'peers', 'files', 'wave', 'download_every', 'grow_peers',
+                 'search_rounds'):
         if getattr(args, name) < 1:
             p.error('--%s must be at least 1' % name.replace('_', '-'))
     if args.servers + args.peers > 60000:

@@ -63,3 +63,13 @@ def test_an_interpreter_that_cannot_run_the_points_is_one_sentence(tmp_path, scr
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
     assert proc.stderr.strip().count('\n') == 0 and not (tmp_path / 'x').exists()
+
+
+def test_python3_is_the_default_and_auto_takes_pypy3_only_where_the_experiment_runs():
+    from types import SimpleNamespace as Params
+    from repronet.run import sim_interpreter
+    both = Params(name='both', sim_interpreters=('python3', 'pypy3'))
+    cpython_only = Params(name='cpython', sim_interpreters=('python3',))
+    assert sim_interpreter.resolve(both, Params(sim_interpreter=None)) is None  # here
+    assert sim_interpreter.resolve(cpython_only, Params(sim_interpreter='auto')) is None
+    assert sim_interpreter.resolve(both, Params(sim_interpreter='auto')) == shutil.which('pypy3')

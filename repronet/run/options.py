@@ -130,9 +130,9 @@ def build_parser(experiment):
         help='sim only: cores the --sim-cost charges share (default: this machine\'s)')
     shared.add_argument(
         '--sim-interpreter', choices=SIM_INTERPRETERS, default=None,
-        help='sim only: the interpreter that runs the points; auto (default): pypy3 where it '
-        'is installed and the experiment runs there, else this one; the analysis always '
-        'runs on CPython')
+        help='sim only: the interpreter that runs the points (default python3); pypy3 is '
+        'faster for runs of minutes, slower for short ones (JIT warm-up); auto: pypy3 where '
+        'it is installed and the experiment runs there; the analysis always runs on CPython')
     shared.add_argument(
         '--machines', metavar='localhost,HOST2', default=None,
         help='spread the hosts over these servers (ssh names; this machine is localhost, '

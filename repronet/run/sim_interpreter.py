@@ -17,9 +17,11 @@ The two give byte-identical logs and tables for the same seed (``tests/test_sim_
 nothing in the simulation depends on string hashing, and both interpreters share the
 Mersenne Twister, float repr and JSON encoding.
 
-``auto`` (the default) is pypy3 when it is installed and the experiment lists it in
-``sim_interpreters`` (its simulation imports nothing PyPy lacks, e.g. numpy), else this
-interpreter. Signals: Ctrl-C reaches both processes; a SIGTERM to the runner is passed on,
+The default is python3: PyPy's JIT needs a few hundred thousand events to warm up, so a
+short run is slower under it (dht8 ``--scale smoke``: 36 s against 18 s of wall time), and
+it pays only in runs of minutes (benchmarks/sim_scale.py, README "Simulation backend").
+``auto`` is pypy3 when it is installed and the experiment lists it in ``sim_interpreters``
+(its simulation imports nothing PyPy lacks, e.g. numpy), else this interpreter. Signals: Ctrl-C reaches both processes; a SIGTERM to the runner is passed on,
 and the child's own teardown records the run as interrupted.
 """
 
@@ -66,7 +68,7 @@ def describe():
 def resolve(experiment, params):
     """Return the executable to run the points in, or None for this process; UsageError in
     one sentence for a choice that cannot run."""
-    wanted = getattr(params, 'sim_interpreter', None) or 'auto'
+    wanted = getattr(params, 'sim_interpreter', None) or 'python3'
     allowed = getattr(experiment, 'sim_interpreters', ('python3',))
     if wanted == 'auto':
         wanted = 'pypy3' if 'pypy3' in allowed and shutil.which('pypy3') else current()
