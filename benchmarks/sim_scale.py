@@ -24,18 +24,27 @@ program on the machine does not inflate.
 
 Printed: wall time, peak memory (ru_maxrss), events and events per second of the engine,
 virtual seconds and the speed-up over real time, and per operation the mean time per
-operation and messages per operation from the clients' own summaries.
+operation and messages per operation from the clients' own summaries; the load average
+(``uptime``) before and after, since another program on the machine slows the wall clock.
+
+``--interpreters python3,pypy3`` runs the whole benchmark once under each, one process
+after the other (PyPy's JIT, ``repronet.run.sim_interpreter``), and ends with a table of
+events per wall and per CPU second of the engine alone and of the (last) search phase;
+``--search-rounds N`` searches N times in a row, since the JIT compiles as it goes.
 
     /usr/bin/python3 benchmarks/sim_scale.py                      # 1,000 x 10,000
     /usr/bin/python3 benchmarks/sim_scale.py --servers 8 --peers 8 --files 2000   # dht8-like
+    /usr/bin/python3 benchmarks/sim_scale.py --servers 8 --peers 8 --interpreters python3,pypy3
 """
 
 import argparse
 import json
 import os
 import pathlib
+import platform
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,10 +53,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from mininet.topo import Topo  # noqa: E402
 
+from repronet.run import sim_interpreter  # noqa: E402
 from repronet.sim.backend import SimBackend  # noqa: E402
 from workloads import dht_files  # noqa: E402
 
 INDEX_PORT, PEER_PORT = 7000, 8000
+FIGURES = {}        # phase -> events per wall and per CPU second (for --interpreters)
 
 
 def topology(servers, peers):
@@ -176,7 +187,7 @@ def part_one(args, workdir):
           % (args.servers, args.peers, args.files, made), flush=True)
     servers = bench.start_servers()
     peers = ['p%d' % i for i in range(1, args.peers + 1)]
-    steps = [('register', peers), ('search', peers),
+    steps = [('register', peers)] + [('search', peers)] * args.search_rounds + [
              ('download', peers[::args.download_every])]
     for op, who in steps:
         if op == 'download':
@@ -187,6 +198,7 @@ def part_one(args, workdir):
         ms, msgs, count, failed = per_op(bench.wave(op, who, args.wave))
         wall, cpu = time.monotonic() - w0, time.process_time() - c0
         events = bench.sim.engine.events - e0
+        FIGURES[op] = {'wall': events / wall if wall else 0, 'cpu': events / cpu if cpu else 0}
         print('  %-8s %7d clients %9d ops (%d failed): %.4f ms/op, %.3f messages/op; '
               '%.1f s wall (%.1f s CPU), %.2f s virtual, %d events, %.0f events/s '
               '(%.0f per CPU second)' % (
@@ -202,6 +214,7 @@ def part_one(args, workdir):
               wall, cpu, bench.sim.engine.now, bench.sim.engine.now / wall,
               bench.sim.engine.events, bench.sim.engine.events / wall,
               bench.sim.engine.events / cpu if cpu else 0, peak_mb()), flush=True)
+    FIGURES['total'] = {'wall': wall, 'cpu': cpu, 'peak_mb': peak_mb()}
 
 
 def grow(args, workdir):
@@ -245,6 +258,7 @@ def engine_rate(datagrams=100000):
     a.sendto(b'x' * 64, (b.ip, 9), 9)
     sim.engine.run()
     wall, cpu = time.monotonic() - w0, time.process_time() - c0
+    FIGURES['engine'] = {'wall': sim.engine.events / wall, 'cpu': sim.engine.events / cpu}
     print('engine and network alone: %d datagrams, %d events in %.2f s (%.2f s CPU): %.0f '
           'events/s (%.0f per CPU second)' % (datagrams, sim.engine.events, wall, cpu,
                                                sim.engine.events / wall,
@@ -253,6 +267,42 @@ def engine_rate(datagrams=100000):
 
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def load():
+    """The load averages, as uptime prints them."""
+    with open('/proc/loadavg') as f:
+        return 'load average: %s' % ', '.join(f.read().split()[:3])
+
+
+def interpreter():
+    return '%s %s (Python %s)' % (platform.python_implementation(), sys.executable,
+                                  platform.python_version())
+
+
+def each_interpreter(names, argv):
+    """Run this benchmark (argv without --interpreters) under each interpreter in turn;
+    print a table of the events per second each reached."""
+    table = []
+    for name in names:
+        exe = sys.executable if name == 'python3' and platform.python_implementation() == \
+            'CPython' else shutil.which(name)
+        with tempfile.NamedTemporaryFile(suffix='.json') as out:
+            print('== %s' % name, flush=True)
+            code = subprocess.call([exe, __file__, '--figures', out.name] + argv,
+                                   env=sim_interpreter.child_env())
+            if code != 0:
+                print('%s: the benchmark under %s ended with %d' % (__file__, name, code),
+                      file=sys.stderr)
+                return code
+            table.append((name, json.load(open(out.name))))
+    print('events per second (wall / CPU), %s:' % load())
+    for name, f in table:
+        print('  %-8s engine alone %8.0f / %8.0f   search phase %8.0f / %8.0f   '
+              'total %.1f s wall, peak %.0f MB' % (
+                  name, f['engine']['wall'], f['engine']['cpu'], f['search']['wall'],
+                  f['search']['cpu'], f['total']['wall'], f['total']['peak_mb']))
+    return 0
 
 
 def main(argv=None):
@@ -266,15 +316,34 @@ def main(argv=None):
                    help='one peer in N downloads (default 10)')
     p.add_argument('--grow', action='store_true', help='also: 1, 10, 100, 1000 servers')
     p.add_argument('--grow-peers', type=int, default=100)
+    p.add_argument('--search-rounds', type=int, default=1,
+                   help='search phases in a row (default 1); under PyPy the later ones show '
+                   'the rate once the JIT has compiled the paths (the table takes the last)')
     p.add_argument('--seed', type=int, default=1)
     p.add_argument('--workdir', default=None, help='scratch folder (default: a temporary '
                    'one, removed at the end)')
+    p.add_argument('--interpreters', default=None, metavar='python3,pypy3',
+                   help='run the benchmark under each of these in turn and compare them')
+    p.add_argument('--figures', default=None, help=argparse.SUPPRESS)   # child's results
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
-    for name in ('servers', 'peers', 'files', 'wave', 'download_every', 'grow_peers'):
+    for name in ('servers', 'peers', 'files', 'wave', 'download_every', 'grow_peers',
+                 'search_rounds'):
         if getattr(args, name) < 1:
             p.error('--%s must be at least 1' % name.replace('_', '-'))
     if args.servers + args.peers > 60000:
         p.error('--servers + --peers must be at most 60,000 (one address per host)')
+    if args.interpreters is not None:
+        names = args.interpreters.split(',')
+        bad = [n for n in names if n not in ('python3', 'pypy3') or not (
+            n == 'python3' or shutil.which(n))]
+        if bad:
+            p.error('--interpreters lists python3 and pypy3 (installed); not %s'
+                    % ','.join(bad))
+        rest = [a for i, a in enumerate(argv) if a != '--interpreters' and not (
+            i and argv[i - 1] == '--interpreters') and not a.startswith('--interpreters=')]
+        return each_interpreter(names, rest)
+    print('%s; %s' % (interpreter(), load()), flush=True)
     workdir = args.workdir or tempfile.mkdtemp(prefix='repronet-simscale-')
     try:
         engine_rate()
@@ -284,6 +353,10 @@ def main(argv=None):
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)
+    print('after: %s' % load(), flush=True)
+    if args.figures:
+        with open(args.figures, 'w') as f:
+            json.dump(FIGURES, f)
     return 0
 
 

@@ -2,6 +2,11 @@
 order), cancellation is lazy and harmless at any moment, and run() leaves the clock where
 its docstring says. Everything is virtual time, so every check is exact."""
 
+import heapq
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from repronet.sim.engine import Engine
 
 
@@ -143,3 +148,64 @@ def test_a_heap_mostly_of_cancelled_events_is_rebuilt_without_them():
     assert doomed[0].fn is None and doomed[0].args is None       # references dropped
     engine.run()
     assert ran == list(range(10)) and all(not e.alive for e in keep)
+
+
+def test_an_event_scheduled_after_a_look_ahead_still_runs_in_time_order():
+    """next_time() and run(until) look at later events without taking them; what is
+    scheduled afterwards for an earlier time runs first."""
+    engine = Engine()
+    note, seen = _recorder(engine)
+    engine.at(10.0, note, 'late')
+    assert engine.next_time() == 10.0
+    engine.at(5.0, note, 'scheduled after the look')
+    assert engine.run(until=2.0) == 'until'
+    engine.at(3.0, note, 'scheduled after until')
+    engine.run()
+    assert seen == [(3.0, 'scheduled after until'), (5.0, 'scheduled after the look'),
+                    (10.0, 'late')]
+
+
+class _Reference:
+    """The order the engine must keep, written the plain way: a heap of (time, sequence)."""
+
+    def __init__(self):
+        self.now, self.heap, self.seq, self.cancelled = 0.0, [], 0, set()
+
+    def at(self, when, fn, *args):
+        self.seq += 1
+        heapq.heappush(self.heap, (max(when, self.now), self.seq, fn, args))
+        return self.seq
+
+    def cancel(self, handle):
+        self.cancelled.add(handle)
+
+    def run(self):
+        while self.heap:
+            self.now, seq, fn, args = heapq.heappop(self.heap)
+            if seq not in self.cancelled:
+                fn(*args)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.5]),
+                          st.integers(0, 3), st.integers(0, 40)), min_size=1, max_size=40))
+def test_any_mix_of_scheduling_and_cancelling_runs_in_time_then_sequence_order(script):
+    """Events that schedule others (at now, later, in the past) and cancel earlier ones run
+    in the same order in the engine as in a plain (time, sequence) heap."""
+    def play(engine, cancel):
+        seen, handles = [], []
+
+        def fire(i):
+            seen.append((engine.now, i))
+            delay, children, victim = script[i % len(script)]
+            if victim < len(handles):
+                cancel(handles[victim])
+            for c in range(children):
+                if len(handles) < 300:
+                    handles.append(engine.at(engine.now + delay * c - 0.5, fire, len(handles)))
+        for i, (delay, _, _) in enumerate(script):
+            handles.append(engine.at(delay * i, fire, i))
+        engine.run()
+        return seen
+    reference = _Reference()
+    assert play(Engine(), lambda e: e.cancel()) == play(reference, reference.cancel)

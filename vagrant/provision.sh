@@ -23,7 +23,7 @@ PACKAGES=(
     python3-seaborn python3-pytest python3-pytest-timeout python3-hypothesis
     python3-setuptools python3-pip
     redis-server redis-tools python3-redis python3-hiredis python3-uvloop
-    python-is-python3
+    python-is-python3 pypy3
     iperf3 uftp iptables ethtool bridge-utils cgroup-tools iproute2 iputils-ping procps psmisc
     kmod util-linux tcpdump git
     gcc make libc6-dev pkg-config libnetfilter-queue-dev

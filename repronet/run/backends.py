@@ -50,12 +50,13 @@ def precheck(experiment, params, repo):
 
 def _sim(experiment, params, folder, progress, provenance):
     """The simulated network: no capabilities, no monitor, no root."""
+    from repronet.run.sim_interpreter import describe
     from repronet.sim.backend import SimBackend
     from repronet.sim.context import SimContext
     folder.update(capabilities=None, provenance=provenance)
     backend = SimBackend(experiment.topology(params), params.seed, folder.logs,
                          costs=getattr(params, 'sim_costs', None), cores=params.sim_cores)
-    folder.update(mechanisms=backend.mechanisms())
+    folder.update(mechanisms=dict(backend.mechanisms(), interpreter=describe()))
     ctx = SimContext(backend, params, folder, progress)
     return ctx.network, None, ctx
 

@@ -27,6 +27,8 @@ Shared flags:
                    node cores in one process on a virtual clock; no root)
   --sim-cost K=S,...  simulation only: seconds of CPU per callback of each
                    node program (module name), on --sim-cores cores
+  --sim-interpreter I  simulation only: auto | pypy3 | python3 runs the points
+                   (repronet.run.sim_interpreter; the analysis stays on CPython)
   --machines A,B   run the hosts on several servers over ssh (this machine is
                    localhost; repronet.cluster); --placement and --tunnel say how
 
@@ -51,6 +53,7 @@ LINKS = ('auto', 'netem', 'linkdelay')    # repronet.emu.linkemu.MECHANISMS
 CLI_WHEN = ('start', 'failure')
 BACKENDS = ('emu', 'sim')
 TUNNELS = ('vxlan', 'ssh')
+SIM_INTERPRETERS = ('auto', 'pypy3', 'python3')   # repronet.run.sim_interpreter.CHOICES
 SHARED_DEFAULTS = {'repeat': 1, 'seed': 1}
 SHARED_LIMITS = {'repeat': (1, 1000, 'a whole number'),
                  'seed': (0, 2 ** 63 - 1, 'a whole number')}
@@ -125,6 +128,11 @@ def build_parser(experiment):
     shared.add_argument(
         '--sim-cores', type=int, metavar='N', default=None,
         help='sim only: cores the --sim-cost charges share (default: this machine\'s)')
+    shared.add_argument(
+        '--sim-interpreter', choices=SIM_INTERPRETERS, default=None,
+        help='sim only: the interpreter that runs the points (default python3); pypy3 is '
+        'faster for runs of minutes, slower for short ones (JIT warm-up); auto: pypy3 where '
+        'it is installed and the experiment runs there; the analysis always runs on CPython')
     shared.add_argument(
         '--machines', metavar='localhost,HOST2', default=None,
         help='spread the hosts over these servers (ssh names; this machine is localhost, '
@@ -219,8 +227,9 @@ def check_shared(params, limits=None):
             params.sim_costs = parse_costs(params.sim_cost)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    elif params.sim_cost is not None or params.sim_cores is not None:
-        raise UsageError('--sim-cost and --sim-cores need --backend sim')
+    elif params.sim_cost is not None or params.sim_cores is not None or \
+            params.sim_interpreter is not None:
+        raise UsageError('--sim-cost, --sim-cores and --sim-interpreter need --backend sim')
     _check_machines(params)
 
 

@@ -23,6 +23,8 @@ import pathlib
 
 STATUSES = ('running', 'ok', 'failed', 'interrupted')
 
+ST_RDONLY = getattr(os, 'ST_RDONLY', 1)    # statvfs's read-only flag (PyPy 3.9 lacks the name)
+
 
 def utc_now():
     """Return the current UTC time as an ISO 8601 string with seconds."""
@@ -106,7 +108,7 @@ def writable_ancestor(path, flag):
     if not probe.is_dir():
         return None, '%s %s cannot be a folder: %s is not a folder (it is a file)' % (
             flag, path, probe)
-    if not os.access(probe, os.W_OK | os.X_OK) or os.statvfs(probe).f_flag & os.ST_RDONLY:
+    if not os.access(probe, os.W_OK | os.X_OK) or os.statvfs(probe).f_flag & ST_RDONLY:
         return None, '%s %s: %s is not writable' % (flag, path, probe)
     return probe, None
 

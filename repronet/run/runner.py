@@ -73,7 +73,7 @@ import pathlib
 import sys
 import traceback
 
-from repronet.run import backends, cpu, leftovers, options, results, sweep
+from repronet.run import backends, cpu, leftovers, options, results, sim_interpreter, sweep
 from repronet.run.context import RunContext
 from repronet.run.signals import Interrupted, SignalGuard
 
@@ -94,6 +94,9 @@ class Experiment:
     backends = ('emu',)     # ('emu', 'sim'): its nodes have simulate() and run_point
                             # uses only the ctx surface (DESIGN.md, "Backends")
     emu_only = 'it runs tools that exist only on real hosts'   # why not 'sim', if not
+    sim_interpreters = ('python3',)     # + 'pypy3': its simulation imports nothing PyPy
+                                        # lacks (repronet.run.sim_interpreter)
+    child_run_dir = None    # the results folder, when the points ran in such a child
 
     def add_arguments(self, parser):
         """Add the experiment's own flags (default=None; see scales)."""
@@ -162,6 +165,8 @@ class Experiment:
             self.check(params)
             points = self.points(params)
             options.check_points(points)
+            elsewhere = sim_interpreter.resolve(self, params) \
+                if params.backend == 'sim' else None
         except options.UsageError as e:
             print('%s: %s' % (self.name, e), file=sys.stderr)
             return 2
@@ -189,7 +194,9 @@ class Experiment:
                 with contextlib.nullcontext() if sim else leftovers.machine_lock():
                     if not sim:
                         leftovers.clean()
-                    status, folder = self._run(params, argv, points, guard)
+                    status, folder = sim_interpreter.run_in(
+                        elsewhere, self, params, argv, guard) if elsewhere \
+                        else self._run(params, argv, points, guard)
             except Interrupted as e:    # before the results folder existed
                 print('%s: interrupted (%s) before the run started'
                       % (self.name, e), file=sys.stderr)

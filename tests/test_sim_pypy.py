@@ -1,0 +1,75 @@
+"""A simulated run under PyPy is the same run: ``--sim-interpreter pypy3`` against python3.
+
+``topologies/dht8.py --backend sim --scale smoke`` runs once with its points in a pypy3
+child and once in this CPython, same seed, different string-hash seeds; their logs and
+tables must be byte-identical (what issue 13 asks of the faster interpreter: nothing in
+the simulation may depend on the interpreter, its hashing, its float formatting or its
+generator), the manifest must say which interpreter ran the points, and the analysis
+(numpy, pandas) must have run on CPython all the same. Skipped where pypy3 is not
+installed (vagrant/provision.sh installs it).
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.sim_runs import REPO, digests
+
+needs_pypy = pytest.mark.skipif(shutil.which('pypy3') is None, reason='pypy3 not installed')
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    from tests.sim_runs import run_sim
+    base = tmp_path_factory.mktemp('pypy')
+    pypy = run_sim('dht8.py', base / 'pypy', base / 'work', 1, '--scale', 'smoke', '--seed',
+                   5, '--sim-interpreter', 'pypy3')
+    run_sim('dht8.py', base / 'cpython', base / 'work', 2, '--scale', 'smoke', '--seed', 5,
+            '--sim-interpreter', 'python3')
+    return base / 'pypy', base / 'cpython', pypy
+
+
+@needs_pypy
+@pytest.mark.timeout(900)
+def test_pypy3_and_cpython_give_byte_identical_logs_and_tables(runs):
+    pypy, cpython, _ = runs
+    assert digests(pypy, 'logs') == digests(cpython, 'logs')
+    assert digests(pypy, 'tables') == digests(cpython, 'tables')
+    assert (pypy / 'report.md').read_text() == (cpython / 'report.md').read_text()
+
+
+@needs_pypy
+def test_the_manifest_names_the_interpreter_that_ran_the_points(runs):
+    pypy, cpython, proc = runs
+    names = [json.loads((d / 'manifest.json').read_text())['mechanisms']['interpreter']
+             for d in (pypy, cpython)]
+    assert [n['name'] for n in names] == ['pypy3', 'python3']
+    assert names[0]['implementation'] == 'PyPy' and names[1]['implementation'] == 'CPython'
+    assert json.loads((pypy / 'manifest.json').read_text())['status'] == 'ok'
+    assert 'dht8: ok, results in' in proc.stdout and 'targets' in proc.stdout.lower()
+
+
+@pytest.mark.parametrize('script, flags, words', [
+    ('kvload.py', ['--backend', 'sim', '--sim-interpreter', 'pypy3'], 'cannot run under pypy3'),
+    ('dht8.py', ['--sim-interpreter', 'pypy3'], 'need --backend sim'),
+])
+def test_an_interpreter_that_cannot_run_the_points_is_one_sentence(tmp_path, script, flags,
+                                                                   words):
+    proc = subprocess.run([sys.executable, str(REPO / 'topologies' / script), '--dry-run',
+                           '--out', str(tmp_path / 'x')] + flags, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count('\n') == 0 and not (tmp_path / 'x').exists()
+
+
+def test_python3_is_the_default_and_auto_takes_pypy3_only_where_the_experiment_runs():
+    from types import SimpleNamespace as Params
+    from repronet.run import sim_interpreter
+    both = Params(name='both', sim_interpreters=('python3', 'pypy3'))
+    cpython_only = Params(name='cpython', sim_interpreters=('python3',))
+    assert sim_interpreter.resolve(both, Params(sim_interpreter=None)) is None  # here
+    assert sim_interpreter.resolve(cpython_only, Params(sim_interpreter='auto')) is None
+    assert sim_interpreter.resolve(both, Params(sim_interpreter='auto')) == shutil.which('pypy3')
