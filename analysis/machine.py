@@ -54,4 +54,15 @@ def holds(manifest):
     if is_number(share) and mean > share * hold:
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))
-    return text
+    return text + _daemon_cpu(record.get('daemons'))
+
+
+def _daemon_cpu(rows):
+    """', using N CPU seconds (M on other servers)' from the daemons' rows ('' without)."""
+    rows = [r for r in rows or [] if isinstance(r, dict) and is_number(r.get('cpu_s'))]
+    if not rows:
+        return ''
+    remote = [r['cpu_s'] for r in rows if r.get('server') not in (None, 'localhost')]
+    return ', using %.2f CPU seconds%s' % (
+        sum(r['cpu_s'] for r in rows),
+        ' (%.2f of them on other servers)' % sum(remote) if remote else '')

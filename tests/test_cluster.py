@@ -161,3 +161,17 @@ def test_launch_sweeps_the_group_when_the_child_exits(tmp_path):
     grandchild = int(proc.stdout.readline())
     assert proc.wait(timeout=10) == 0
     assert _gone(grandchild)
+
+
+def test_agent_reads_the_cpu_seconds_of_a_launched_process_and_none_once_it_is_gone(tmp_path):
+    """What RemotePopen.cpu_seconds asks a server for a remote linkdelay daemon: the launched
+    process's own CPU time (its pid file), not its ssh client's."""
+    from repronet.cluster import agent
+    proc = _launch(tmp_path, 'sh', '-c', 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; '
+                   'echo spun; read line')
+    _wait_for(tmp_path / 't1.pid')
+    assert proc.stdout.readline() == b'spun\n'
+    answer = agent.cpu(str(tmp_path), ['t1', 'nobody'])
+    assert answer['nobody'] is None and answer['t1'] > 0.05, answer
+    proc.communicate(b'go\n', timeout=10)
+    assert agent.cpu(str(tmp_path), ['t1']) == {'t1': None}

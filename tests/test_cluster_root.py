@@ -134,6 +134,10 @@ def test_dht8_with_half_its_hosts_on_the_second_server(server, tunnel, parts, tm
     for name, files in _remote_logs(manifest, out).items():
         assert name + '.jsonl' in files, name
         assert (out / 'logs' / (name + '.jsonl')).stat().st_size > 0, name
+    # the remote hosts' linkdelay daemons (0.05 ms links) report their own CPU time
+    rows = manifest['link_holds']['daemons']
+    remote_cpu = [r['cpu_s'] for r in rows if r['server'] == server.name]
+    assert remote_cpu and sum(remote_cpu) > 0, rows
     expected = {'part1.csv', 'failover.csv', 'points.csv'}
     if parts is None:
         expected |= {'part2.csv', 'part3.csv', 'ping.csv', 'capture.csv'}

@@ -43,3 +43,15 @@ def test_runs_without_daemons_or_counters_say_so_or_nothing():
         'link delay daemons: lateness not recorded'
     assert machine.describe({'link_holds': _manifest()['link_holds']}).startswith(
         'machine not recorded in the manifest; link delay daemons released')
+
+
+def test_the_daemons_cpu_seconds_follow_with_the_other_servers_share():
+    """The daemons' rows (cpu_s, server) add up to the CPU clause; rows without cpu_s (runs
+    before it was recorded) add nothing."""
+    rows = [{'host': 'h1', 'cpu_s': 1.5, 'server': 'localhost'},
+            {'host': 'h2', 'cpu_s': 0.25, 'server': 'HOST2'}]
+    text = machine.describe(_manifest(daemons=rows))
+    assert text.endswith('100 to 400 us, using 1.75 CPU seconds (0.25 of them on other '
+                         'servers)')
+    assert machine.describe(_manifest(daemons=rows[:1])).endswith('using 1.50 CPU seconds')
+    assert machine.describe(_manifest(daemons=[{'host': 'h1'}])).endswith('100 to 400 us')

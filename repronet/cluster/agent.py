@@ -8,6 +8,8 @@
 - ``signal DIR TOKEN SIGNAL [group|pid]``: signal the process group (or the process alone)
   of the process ``launch.py`` started under TOKEN; nothing once it has exited (the launcher removes its pid file before reaping
   it, so a reused number is never signalled).
+- ``cpu DIR TOKEN...``: user+system CPU seconds of each TOKEN's process so far (null once it
+  has exited), so a remote linkdelay daemon's CPU is its own, not its ssh client's.
 - ``listening DIR TOKEN PORT [udp]``: is a socket in that process's network namespace
   listening on (bound to) PORT? (``repronet.emu.process.listening_inodes`` read here, where
   the process runs.)
@@ -58,6 +60,16 @@ def send_signal(folder, token, signame, scope='group'):
     except ProcessLookupError:
         return {'sent': False}
     return {'sent': True, 'pid': pid}
+
+
+def cpu(folder, tokens):
+    """{token: CPU seconds of its process so far, or None once it is gone}."""
+    from repronet.emu.process import cpu_seconds
+    out = {}
+    for token in tokens:
+        pid = _pid(folder, token)
+        out[token] = cpu_seconds(pid) if pid is not None else None
+    return out
 
 
 def listening(folder, token, port, udp=False):
@@ -116,6 +128,8 @@ def main(argv):
         answer = probe()
     elif command == 'signal':
         answer = send_signal(*args)
+    elif command == 'cpu':
+        answer = cpu(args[0], args[1:])
     elif command == 'listening':
         answer = listening(args[0], args[1], args[2], udp=args[3:] == ['udp'])
     elif command == 'record':

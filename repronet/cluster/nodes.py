@@ -18,7 +18,8 @@ three things of ours:
 :class:`RemotePopen` is a ``subprocess.Popen`` of the local ssh client whose
 ``send_signal`` reaches the remote process group instead (through the agent: the
 launcher's pid file, gone once the process exited), so code written for local processes
-(``stop_popen``, the linkdelay daemons' SIGUSR1 and SIGTERM) signals the right process.
+(``stop_popen``, the linkdelay daemons' SIGUSR1 and SIGTERM) signals the right process, and
+its ``cpu_seconds`` reads the remote process's CPU time (through the agent).
 Its ``pid`` is the local ssh client's: the leftovers record may kill that one, and its
 death makes the launcher end the remote process.
 
@@ -85,6 +86,12 @@ class RemotePopen(subprocess.Popen):
             self.wait(timeout=5)
         except subprocess.TimeoutExpired:
             os.kill(self.pid, signal.SIGKILL)
+
+    def cpu_seconds(self):
+        """User+system CPU seconds the remote process used so far (None once it is gone):
+        what ``repronet.emu.process.cpu_seconds`` reads for a local one."""
+        answer = self.machine.agent('cpu', REMOTE_DIR, self.token, check=False)
+        return (answer or {}).get(self.token)
 
     def listening(self, port, udp=False):
         """Whether the process's namespace on the server has a socket on port."""
