@@ -32,6 +32,7 @@ launcher's.
 import itertools
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -39,6 +40,7 @@ from mininet.node import Node
 from mininet.examples.cluster import RemoteHost
 
 from repronet.cluster.ssh import LAUNCH, PYTHON, REMOTE_DIR, die_with_parent, spawn
+from repronet.emu.cpulimit import CpuLimitError
 from repronet.emu.process import NodeError, NodeProcess, TcpListening, UdpBound
 
 _tokens = itertools.count(1)
@@ -52,12 +54,14 @@ def _token():
 class RemotePopen(subprocess.Popen):
     """The local ssh client of one launched remote process; signals go to the remote one."""
 
-    def __init__(self, machine, argv, ns=None, cwd=None, env=None, **kwargs):
+    def __init__(self, machine, argv, ns=None, cwd=None, env=None, cgroup=None, **kwargs):
         self.machine = machine
         self.token = _token()
         command = [PYTHON, LAUNCH, '--dir', REMOTE_DIR, '--token', self.token]
         if ns is not None:
             command += ['--ns', str(ns)]
+        if cgroup:
+            command += ['--cgroup', cgroup]
         if cwd:
             command += ['--cwd', str(cwd)]
         for key, value in sorted((env or {}).items()):
@@ -103,7 +107,7 @@ class RemotePopen(subprocess.Popen):
 class ClusterHost(RemoteHost):
     """A Mininet host on another server (see the module docstring)."""
 
-    def __init__(self, name, machine=None, **kwargs):
+    def __init__(self, name, machine=None, cpu_limit=None, **kwargs):
         # RemoteMixin.__init__ is skipped on purpose: it registers `mn -c` on the server.
         self.machine = machine
         self.server, self.serverIP = machine.name, machine.address
@@ -111,7 +115,30 @@ class ClusterHost(RemoteHost):
         self.controlPath, self.splitInit, self.isRemote = None, False, True
         self.sshcmd = machine.ssh_prefix(mux=False, tty=True)
         self.shell, self.pid = None, None
+        self.cpu_limit, self.cpu_group = cpu_limit, None
         Node.__init__(self, name, **kwargs)
+        if cpu_limit is not None:
+            self._limit_cpu(cpu_limit)
+
+    def _limit_cpu(self, limit):
+        """Make this host's cgroup on its server with the shell in it (see repronet.emu.cpulimit;
+        named after this machine too: in the test the server shares this kernel's cgroups)."""
+        name = 'from-%s-%s' % (socket.gethostname(), self.name)
+        answer = self.machine.agent('cgroup', REMOTE_DIR, 'create', name, limit.quota_us,
+                                    limit.period_us, self.pid, check=False) or {}
+        if 'procs' not in answer:
+            Node.terminate(self)
+            self.machine.agent('cgroup', REMOTE_DIR, 'remove', name, check=False)
+            raise CpuLimitError('cannot limit the CPU of host %s on server %s: %s' % (
+                self.name, self.server, answer.get('error', 'the agent did not answer')))
+        self.cpu_group = dict(answer, name=name)
+
+    def terminate(self):
+        """Stop the host, then remove its cgroup on the server (``agent clear`` retries)."""
+        RemoteHost.terminate(self)
+        if self.cpu_group is not None:
+            self.machine.agent('cgroup', REMOTE_DIR, 'remove', self.cpu_group['name'],
+                               check=False)
 
     def _popen(self, cmd, sudo=True, tt=True, **params):
         """Mininet's remote spawn with our ssh: no sudo for root, no inherited fds."""
@@ -136,8 +163,10 @@ class ClusterHost(RemoteHost):
         """Start a process in this host through launch.py; return its RemotePopen."""
         mncmd = kwargs.pop('mncmd', None)
         if mncmd and '-g' in mncmd:
-            raise NodeError('%s: CPU limits on hosts of another server are not supported'
-                            % self.name)
+            raise NodeError('%s: mnexec -g (a cgroup named by Mininet) is not supported on '
+                            'another server; give the host cores= instead' % self.name)
+        if self.cpu_group is not None and mncmd is None:    # as CPULimitedHost.popen
+            kwargs['cgroup'] = self.cpu_group['procs']
         kwargs.pop('shell', None)
         kwargs.setdefault('stdout', subprocess.PIPE)
         kwargs.setdefault('stderr', subprocess.PIPE)
