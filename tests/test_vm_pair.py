@@ -6,6 +6,7 @@ VMs take minutes and CI has none to spare.
 """
 
 import ipaddress
+import json
 import os
 import socket
 import subprocess
@@ -134,3 +135,37 @@ def test_vms_must_be_one_or_two():
     assert proc.returncode == 2 and proc.stdout == ''
     assert proc.stderr.strip() == 'vm.py: --vms 3: give 1 or 2 (two VMs is the largest pair ' \
         'this link joins)'
+
+
+def test_a_pair_that_cannot_boot_leaves_no_vm_and_no_folder(tmp_path, monkeypatch):
+    """Real QEMU on an image whose kernel is not one: VM 2 (or VM 1) ends at once, and
+    vm.py's run still halts and removes both VMs and writes vm.json with exit 125."""
+    import shutil
+    from repronet.run.signals import SignalGuard
+    from vagrant import vm, vm_image
+    if os.geteuid() != 0 or not shutil.which(vm_boot.QEMU) or not shutil.which('qemu-img'):
+        pytest.skip('needs root, %s and qemu-img' % vm_boot.QEMU)
+    image = tmp_path / 'image'
+    image.mkdir()
+    (image / 'image.json').write_text('{"kernel": "none"}')
+    (image / vm_image.BASE).write_bytes(b'\0' * 65536)
+    (image / 'vmlinuz').write_bytes(b'not a kernel')
+    (image / 'initrd.img').write_bytes(b'')
+    monkeypatch.setattr(vm_image, 'CACHE', str(tmp_path / 'cache'))
+    args = vm.parser().parse_args(['run', '--vms', '2', '--accel', 'tcg', '--timeout', '60',
+                                   '--out', str(tmp_path / 'out'), '--', 'true'])
+    assert vm.problem(args) is None
+    with SignalGuard() as guard:
+        try:
+            code = vm.run(args, str(image), vm.Progress(), guard)
+        except OSError as e:            # VM 2 ended before it listened: said, then cleaned
+            code = str(e)
+    print('run ended with', code)
+    assert code == 125 or 'VM 2' in str(code)
+    assert os.listdir(tmp_path / 'cache' / 'runs') == []
+    left = [p for p in os.listdir('/proc') if p.isdigit() and str(tmp_path) in
+            vm_boot._cmdline(int(p))]
+    assert left == []
+    if code == 125:
+        record = json.loads((tmp_path / 'out' / 'vm.json').read_text())
+        assert record['exit_code'] == 125 and record['pair']['vms'] == 2

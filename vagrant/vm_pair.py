@@ -146,14 +146,15 @@ def ready_lines(index):
         options = ' '.join('-o %s' % o for o in SSHD_OPTIONS)
         return ['mkdir -p /run/sshd',
                 '/usr/sbin/sshd -E /var/log/repronet-sshd.log -h '
-                '/etc/ssh/repronet_host_ed25519 %s || { say "sshd failed"; exit 95; }' % options,
+                '/etc/ssh/repronet_host_ed25519 %s || '
+                '{ cat /var/log/repronet-sshd.log; say "sshd failed"; exit 95; }' % options,
                 'say "serving ssh at %s until VM 1\'s command ends"' % address(2)]
-    probe = 'ssh -o BatchMode=yes -o ConnectTimeout=5 %s true 2>/dev/null' % address(2)
+    probe = 'ssh -o BatchMode=yes -o ConnectTimeout=5 %s true' % address(2)
     return ['say "waiting for ssh to VM 2 (%s; at most %d s)"' % (address(2), WAIT_SECONDS),
             'deadline=$((SECONDS + %d))' % WAIT_SECONDS,
-            'until %s; do' % probe,
-            '    [ $SECONDS -lt $deadline ] || { say "no ssh to VM 2 within %d s"; exit 98; }'
-            % WAIT_SECONDS,
+            'until %s 2>/dev/null; do' % probe,
+            '    [ $SECONDS -lt $deadline ] || { %s; say "no ssh to VM 2 within %d s"; '
+            'exit 98; }' % (probe, WAIT_SECONDS),
             '    sleep 2',
             'done',
             'say "ssh to VM 2 works"']
