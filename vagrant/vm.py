@@ -215,6 +215,8 @@ def run(args, image, progress, guard):
         code = 128 + e.signum
     except subprocess.CalledProcessError as e:
         progress.say('%s failed (exit %d); stopping the VM' % (e.cmd[0], e.returncode))
+    except vm_pair.PairError as e:
+        progress.say('%s; stopping the VMs' % e)
     finally:
         guard.hold()        # a second Ctrl-C or SIGTERM waits: the clean-up is not cut short
         for each in vms:

@@ -45,6 +45,10 @@ SSHD_OPTIONS = ('PermitRootLogin=prohibit-password', 'PermitTunnel=yes', 'UseDNS
 KEYS = 'keys'               # the folder in each VM's share that holds its keys
 
 
+class PairError(OSError):
+    """The second VM did not come up to take the first's connection (one sentence)."""
+
+
 def address(index):
     """VM index's (1 or 2) address on the link."""
     return str(SUBNET[index])
@@ -175,10 +179,10 @@ def boot(vms):
     deadline = time.monotonic() + LISTEN_SECONDS
     while not listening(port):
         if vms[1].proc.poll() is not None:
-            raise OSError('VM 2 ended before it listened on 127.0.0.1:%d (%s)' % (
+            raise PairError('VM 2 ended before it listened on 127.0.0.1:%d (%s)' % (
                 port, vms[1].qemu_error() or 'no message'))
         if time.monotonic() > deadline:
-            raise OSError('VM 2 did not listen on 127.0.0.1:%d within %d s' % (
+            raise PairError('VM 2 did not listen on 127.0.0.1:%d within %d s' % (
                 port, LISTEN_SECONDS))
         time.sleep(0.1)
     vms[0].boot()
