@@ -7,8 +7,9 @@ it starts fast.
 - The process is forked, made a session (and process group) leader, moved into a CPU-limited
   host's cgroup when ``--cgroup`` names its ``cgroup.procs`` (before exec, so nothing it
   starts escapes the limit), and attached to the emulated host's network and mount
-  namespaces with ``mnexec -a PID`` (its own PID is kept: mnexec execs). stdin, stdout and stderr are ssh's, so its log streams back into the
-  results folder on the runner's machine and a barrier's ``go`` arrives on its stdin.
+  namespaces with ``mnexec -a PID`` (its own PID is kept: mnexec execs). stdin, stdout and
+  stderr are ssh's, so its log streams back into the results folder on the runner's machine
+  and a barrier's ``go`` arrives on its stdin.
 - Its PID goes to ``D/T.pid`` (signals and readiness checks find it there, see
   ``repronet.cluster.agent``) and, with its start time, to ``D/state.jsonl``, the record
   ``repronet clean --machines`` kills from after a crash.

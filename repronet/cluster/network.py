@@ -15,9 +15,10 @@ that server's CPU count; this machine's ``CpuLimits`` keep only the hosts it run
 What a crash could leave is recorded on both sides: here (``State``) the ssh clients of the
 remote hosts' shells, of node processes and of tunnels, and the control masters; on each
 other server (``agent record``) the host shells and their namespaces, beside the PIDs
-``launch.py`` records and the cgroups ``agent cgroup`` made. ``stop()`` tears down like the emulation backend, then clears each
-server's record (``agent clear``) and ends the control masters, so nothing of the run is left
-on any server, whatever the exit path; ``clean_remote`` does the same after a crash.
+``launch.py`` records and the cgroups ``agent cgroup`` made. ``stop()`` tears down like the
+emulation backend, then clears each server's record (``agent clear``) and ends the control
+masters, so nothing of the run is left on any server, whatever the exit path;
+``clean_remote`` does the same after a crash.
 
 :class:`ClusterContext` is the runner's ``RunContext`` with faults (kill, pause, resume)
 sent to a remote node's process group on its server.
@@ -44,7 +45,10 @@ class ClusterNetwork(Network):
         self.tunnel = tunnel
         super().__init__(topo, **kwargs)
         self._recorded = False
-        self.remote_limits = remote_limits(topo, machines, placement)
+        try:
+            self.remote_limits = remote_limits(topo, machines, placement)
+        except cpulimit.CpuLimitError as e:
+            raise NetworkError(str(e))
         if self.cpu_limits is not None:     # this machine limits only the hosts it runs
             for name in self.remote_limits:
                 self.cpu_limits.hosts.pop(name, None)
