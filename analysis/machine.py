@@ -56,6 +56,7 @@ def holds(manifest):
     if is_number(share) and mean > share * hold:
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))
+    text += _daemon_cpu(record.get('daemons'))
     demoted = record.get('rt_demoted') or []
     if demoted:
         text += ('; %d of %d daemons (%s) left SCHED_FIFO during the run (they ran their '
@@ -63,3 +64,14 @@ def holds(manifest):
                      len(demoted), len(record.get('daemons') or demoted),
                      ', '.join(map(str, demoted))))
     return text
+
+
+def _daemon_cpu(rows):
+    """', using N CPU seconds (M on other servers)' from the daemons' rows ('' without)."""
+    rows = [r for r in rows or [] if isinstance(r, dict) and is_number(r.get('cpu_s'))]
+    if not rows:
+        return ''
+    remote = [r['cpu_s'] for r in rows if r.get('server') not in (None, 'localhost')]
+    return ', using %.2f CPU seconds%s' % (
+        sum(r['cpu_s'] for r in rows),
+        ' (%.2f of them on other servers)' % sum(remote) if remote else '')

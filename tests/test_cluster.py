@@ -161,3 +161,44 @@ def test_launch_sweeps_the_group_when_the_child_exits(tmp_path):
     grandchild = int(proc.stdout.readline())
     assert proc.wait(timeout=10) == 0
     assert _gone(grandchild)
+
+
+def test_agent_reads_the_cpu_seconds_of_a_launched_process_and_none_once_it_is_gone(tmp_path):
+    """What RemotePopen.cpu_seconds asks a server for a remote linkdelay daemon: the launched
+    process's own CPU time (its pid file), not its ssh client's."""
+    from repronet.cluster import agent
+    proc = _launch(tmp_path, 'sh', '-c', 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; '
+                   'echo spun; read line')
+    _wait_for(tmp_path / 't1.pid')
+    assert proc.stdout.readline() == b'spun\n'
+    answer = agent.cpu(str(tmp_path), ['t1', 'nobody'])
+    assert answer['nobody'] is None and answer['t1'] > 0.05, answer
+    proc.communicate(b'go\n', timeout=10)
+    assert agent.cpu(str(tmp_path), ['t1']) == {'t1': None}
+
+
+def test_a_cpu_limit_on_another_server_is_checked_against_that_server():
+    """cores= and cpu= are sized by the server's own CPU count; a server whose probe found
+    no cgroup cpu controller, or a limit above its cores, is refused in one sentence."""
+    from repronet.cluster.network import remote_limits
+    from repronet.cluster.ssh import Machine
+    from tests.test_cpulimit_root import _topo      # h1 with the limit, h2 without
+    here = provenance.collect(os.getcwd())
+    probe = {'provenance': json.loads(json.dumps(here)), 'capabilities': {'cgroup_cpu': True}}
+    probe['provenance']['host']['cpus'] = 4
+    server = _Probed(probe)
+    placement._needs(server, _topo(cores=3), ['h1', 'h2'])       # 3 of its 4 cores
+    with pytest.raises(ClusterError, match=r"^host h1: cores=5 asks for 5 core, but .* "
+                                           r"this machine's 4 cores \(on server B\)$"):
+        placement._needs(server, _topo(cores=5), ['h1'])
+    placement._needs(server, _topo(cores=5), ['h2'])             # h1 stays here
+    probe['capabilities']['cgroup_cpu'] = False
+    with pytest.raises(ClusterError, match='server B has no cgroup cpu controller'):
+        placement._needs(server, _topo(cpu=0.5), ['h1'])
+    local = Machine('localhost')
+    server.local = False
+    limits = remote_limits(_topo(cpu=0.5), {'localhost': local, 'B': server},
+                           {'h1': 'B', 'h2': 'localhost'})
+    assert list(limits) == ['h1'] and limits['h1'].cores == 2.0     # half of ITS 4 cores
+    assert remote_limits(_topo(cpu=0.5), {'localhost': local, 'B': server},
+                         {'h1': 'localhost', 'h2': 'B'}) == {}

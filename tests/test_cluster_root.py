@@ -8,6 +8,9 @@ Mininet leftovers, no ssh client of the run, no process the launcher started, no
 the server, no interface in its root namespace but its veth, and no one but this test holding
 the machine lock (other helpers' runs may hold or wait for it).
 
+A host with a CPU limit placed on the server gets its cgroup there and its node process runs
+at its share of one core (a busy loop, within 10 %).
+
 Cost (measured on the 2-core development machine under a load of 5-8, see the report):
 about 7 minutes, most of it dht8 (its full smoke scale over VXLAN, Parts I and failover
 over ssh tunnels). Without PR_SET_PDEATHSIG on the runner's ssh processes the SIGKILL test
@@ -134,6 +137,10 @@ def test_dht8_with_half_its_hosts_on_the_second_server(server, tunnel, parts, tm
     for name, files in _remote_logs(manifest, out).items():
         assert name + '.jsonl' in files, name
         assert (out / 'logs' / (name + '.jsonl')).stat().st_size > 0, name
+    # the remote hosts' linkdelay daemons (0.05 ms links) report their own CPU time
+    rows = manifest['link_holds']['daemons']
+    remote_cpu = [r['cpu_s'] for r in rows if r['server'] == server.name]
+    assert remote_cpu and sum(remote_cpu) > 0, rows
     expected = {'part1.csv', 'failover.csv', 'points.csv'}
     if parts is None:
         expected |= {'part2.csv', 'part3.csv', 'ping.csv', 'capture.csv'}
@@ -225,3 +232,44 @@ def test_namespace_server_goes_on_sigterm_and_after_sigkill():
             assert nsserver.remove_stale() == [name]
         assert _namespace_server_gone(name, ident)
         assert not namespaces.pids_by_netns().get(inode)
+
+
+@pytest.mark.timeout(300)
+def test_a_cpu_limited_host_on_the_second_server_gets_its_share(server, monkeypatch):
+    """h1 (cores=0.2) on the namespace server: its cgroup is made there, a node process
+    started through launch.py runs in it at 0.2 of one core (within 10 %), and the group is
+    gone after stop. The server shares this kernel, so its cgroup files are visible here."""
+    from repronet.cluster import placement
+    from repronet.cluster.network import ClusterNetwork
+    from repronet.emu import capabilities
+    from repronet.run import provenance
+    from tests.test_cpulimit_root import BUSY, _topo
+    caps = capabilities.probe()
+    if not caps.cgroup_cpu:
+        pytest.skip(capabilities.explain('cgroup_cpu', caps))
+
+    monkeypatch.setenv('REPRONET_SSH_CONFIG', server.ssh_config)
+    machines, where = placement.precheck(_topo(cores=0.2), ['localhost', server.name],
+                                         'h1=' + server.name, provenance.collect(REPO))
+    net = ClusterNetwork(_topo(cores=0.2), machines, where, 'vxlan', switch='lxbr', caps=caps)
+    group = None
+    try:
+        net.start()
+        record = net.mechanisms()
+        limit = record['cluster']['cpu_limits']['h1']
+        assert (limit['server'], limit['cores']) == (server.name, 0.2), limit
+        assert record['cpu_limits'] is None             # this machine limits none of its own
+        group = limit['path']
+        assert os.path.isdir(group) and '/from-' in group
+        proc = net.net.get('h1').popen([PYTHON, '-c', BUSY, '3'], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        report = json.loads(out.strip().splitlines()[-1])
+        print('h1 on %s at cores=0.2: %.4f of one core' % (server.name, report['fraction']))
+        assert os.path.basename(group) in report['cgroup']
+        assert 0.9 * 0.2 <= report['fraction'] <= 1.1 * 0.2
+    finally:
+        net.stop()
+    assert group and not os.path.exists(group)
+    _assert_nothing_left(server)

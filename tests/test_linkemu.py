@@ -253,3 +253,16 @@ def test_no_delay_anywhere_on_host_paths_needs_no_daemon():
             self.addLink(s1, s2, delay='5ms')
     emu = linkemu.plan(Spur(), caps())
     assert emu.mechanism == 'linkdelay' and not emu.needs_daemons and emu.path_records() == []
+
+
+def test_a_default_root_qdisc_that_cannot_be_deleted_is_no_tc_error():
+    """Mininet's first step deletes the root qdisc; on a kernel whose default is fq_codel
+    (Debian's; seen on an ssh tap tunnel's end between two VMs) tc says it cannot delete
+    handle 0, which is harmless: the qdisc added next replaces it. Other errors still raise."""
+    linkemu._raise_on_tc_error('s2-eth0', {'tcoutputs': [
+        'Error: Cannot delete qdisc with handle of zero.\n', '', '']})
+    with pytest.raises(LinkEmulationError, match='s2-eth0: tc refused the configuration: '
+                                                 'Error: Specified qdisc kind is unknown'):
+        linkemu._raise_on_tc_error('s2-eth0', {'tcoutputs': [
+            'Error: Cannot delete qdisc with handle of zero.\n',
+            'Error: Specified qdisc kind is unknown.\n']})

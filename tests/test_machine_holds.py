@@ -54,3 +54,15 @@ def test_a_daemon_that_left_the_realtime_class_is_named():
     assert 'MARKED' not in text
     assert 'SCHED_FIFO' not in machine.describe(_manifest(rt_demoted=[]))
     assert 'SCHED_FIFO' not in machine.describe(_manifest())
+
+
+def test_the_daemons_cpu_seconds_follow_with_the_other_servers_share():
+    """The daemons' rows (cpu_s, server) add up to the CPU clause; rows without cpu_s (runs
+    before it was recorded) add nothing."""
+    rows = [{'host': 'h1', 'cpu_s': 1.5, 'server': 'localhost'},
+            {'host': 'h2', 'cpu_s': 0.25, 'server': 'HOST2'}]
+    text = machine.describe(_manifest(daemons=rows))
+    assert text.endswith('100 to 400 us, using 1.75 CPU seconds (0.25 of them on other '
+                         'servers)')
+    assert machine.describe(_manifest(daemons=rows[:1])).endswith('using 1.50 CPU seconds')
+    assert machine.describe(_manifest(daemons=[{'host': 'h1'}])).endswith('100 to 400 us')

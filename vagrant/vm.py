@@ -2,7 +2,7 @@
 """Run a command in a Debian 12 VM whose stock kernel has sch_netem and the OVS module.
 
     vagrant/vm.py run [--keep-image] [--out HOSTDIR] [--accel auto|kvm|tcg] [--cpus N]
-                      [--memory MIB] [--timeout S] -- COMMAND...
+                      [--memory MIB] [--timeout S] [--vms 1|2] -- COMMAND...
     vagrant/vm.py build [--force]      build (or reuse) the image and say where it is
     vagrant/vm.py box                  make a libvirt Vagrant box of the image (vm_box.py)
     vagrant/vm.py clean                remove images, kept runs and what killed runs left
@@ -17,6 +17,11 @@ image, timings, exit code) and the VM's console log, and powers the VM off. Its 
 COMMAND's; 2 for bad arguments, 124 when --timeout ran out, 125 when the VM ended before
 COMMAND did, 130/143 after Ctrl-C/SIGTERM. The VM is removed on every exit path; a run
 killed with SIGKILL is cleaned up by the next one. Needs root (mmdebstrap, 9p passthrough).
+
+``run --vms 2`` boots two VMs of the image joined by a private link (vagrant/vm_pair.py):
+COMMAND runs in the first once the second answers ssh, with ``REPRONET_VM2`` set to the
+second's address, e.g. ``-- sh -c 'topologies/dht8.py --machines localhost,$REPRONET_VM2'``;
+--cpus and --memory are each VM's. Both VMs are removed on every exit path.
 """
 
 import argparse
@@ -31,7 +36,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402  (after the path fix)
-from vagrant import vm_boot, vm_box, vm_image, vm_job  # noqa: E402
+from vagrant import vm_boot, vm_box, vm_image, vm_job, vm_pair  # noqa: E402
 
 
 class Progress:
@@ -65,6 +70,9 @@ def parser():
                      help='memory in MiB (default 4096)')
     run.add_argument('--timeout', type=float, default=3600, metavar='S',
                      help='stop the VM after S seconds of running (default 3600)')
+    run.add_argument('--vms', type=int, default=1, metavar='N',
+                     help='1, or 2: a second VM on a private link serves ssh, for '
+                     '--machines localhost,$REPRONET_VM2 (default 1)')
     run.add_argument('command', nargs=argparse.REMAINDER, help='-- COMMAND...')
     build = sub.add_parser('build', help='build the image unless it is cached')
     build.add_argument('--force', action='store_true', help='rebuild even if cached')
@@ -89,6 +97,9 @@ def problem(args):
                                        ('--timeout', args.timeout, 10, 86400)):
             if not low <= value <= high:
                 return '%s %s must be from %s to %s' % (name, value, low, high)
+        if args.vms not in (1, 2):
+            return '--vms %d: give 1 or 2 (two VMs is the largest pair this link joins)' \
+                % args.vms
         if args.out and os.path.isdir(args.out) and os.listdir(args.out):
             return '--out %s already holds files; give a new or empty folder' % args.out
         if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -140,33 +151,57 @@ def run(args, image, progress, guard):
         REPO, 'results', 'vm-' + time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())))
     accel, why = vm_boot.choose_accel(image, vm_image.CACHE, args.accel, progress.say)
     progress.say('acceleration: %s (%s)' % (accel, why))
-    vm = vm_boot.Vm(image, vm_image.CACHE, accel, args.cpus, args.memory)
+    vms = [vm_boot.Vm(image, vm_image.CACHE, accel, args.cpus, args.memory)] \
+        if args.vms == 1 else vm_pair.make_vms(image, vm_image.CACHE, accel, args.cpus,
+                                               args.memory)
+    vm = vms[0]
     record = {'accel': accel, 'accel_reason': why, 'qemu': vm_boot.qemu_version(),
               'cpus': args.cpus, 'memory_mib': args.memory, 'command': args.command,
               'image': _image_record(image),
               'started_at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
               'seconds': {}}
+    if len(vms) == 2:
+        record['pair'] = vm_pair.describe()
+        record['seconds_vm2'] = {}
     timed = record['seconds']
     code, keep = 125, None
     try:
-        vm.prepare()
+        for each in vms:
+            each.prepare()
         env = {'CI': os.environ['CI']} if 'CI' in os.environ else {}
         env['REPRONET_VM'] = accel
-        record['revision'] = vm_job.stage(REPO, vm.xfer, args.command, env)
-        progress.say('booting %s with %s, %d CPUs, %d MiB' % (
-            record['image']['kernel'], accel, args.cpus, args.memory))
+        if len(vms) == 1:
+            record['revision'] = vm_job.stage(REPO, vm.xfer, args.command, env)
+        else:
+            record['revision'] = vm_pair.stage(REPO, vms, args.command, env, vm_job.stage)
+        progress.say('booting %s%s with %s, %d CPUs, %d MiB' % (
+            'two VMs of ' if len(vms) == 2 else '', record['image']['kernel'], accel,
+            args.cpus, args.memory))
         last = _last_timings()
         if last:
             progress.say('the last run here booted in %s s and provisioned in %s s' % (
                 last.get('boot', '?'), last.get('provision', '?')))
         booted = time.monotonic()
         with guard.held():          # QEMU started and recorded, or not started at all
-            vm.boot()
-        finished = vm.follow(_printer(progress, timed, booted), args.timeout)
+            if len(vms) == 1:
+                vm.boot()
+            else:
+                vm_pair.boot(vms)
+        if len(vms) == 1:
+            ended = 'done' if vm.follow(_printer(progress, timed, booted), args.timeout) \
+                else 'timeout'
+        else:
+            ended = vm_pair.follow(vms, [
+                _printer(progress, timed, booted),
+                _printer(progress, record['seconds_vm2'], booted, 'vm2: ', '  2| ')],
+                args.timeout)
         timed['vm'] = round(time.monotonic() - booted, 1)
-        if not finished:
+        if ended == 'timeout':
             progress.say('--timeout %g s ran out; stopping the VM' % args.timeout)
             code = 124
+        elif ended == 'vm2':
+            progress.say('VM 2 ended before VM 1\'s command did (%s); see %s' % (
+                vms[1].qemu_error() or 'its console', os.path.join(out, 'console-vm2.log')))
         else:
             rc = vm_boot.read(os.path.join(vm.xfer, 'out', 'rc')).strip()
             if rc.lstrip('-').isdigit():
@@ -180,30 +215,34 @@ def run(args, image, progress, guard):
         code = 128 + e.signum
     except subprocess.CalledProcessError as e:
         progress.say('%s failed (exit %d); stopping the VM' % (e.cmd[0], e.returncode))
+    except vm_pair.PairError as e:
+        progress.say('%s; stopping the VMs' % e)
     finally:
         guard.hold()        # a second Ctrl-C or SIGTERM waits: the clean-up is not cut short
-        vm.halt()
+        for each in vms:
+            each.halt()
         keep = os.path.join(vm_image.CACHE, 'kept', os.path.basename(out)) \
             if args.keep_image else None
         try:
-            code = _bring_back(vm, out, record, code, progress)
+            code = _bring_back(vms, out, record, code, progress)
         finally:
-            vm.remove(keep_to=keep)
+            for each in vms:
+                each.remove(keep_to=keep and keep + each.suffix)
         if keep:
             progress.say('kept the overlay disk and console in %s' % keep)
     late = guard.release()
     return 128 + late if late and code < 128 else code
 
 
-def _printer(progress, timed, booted):
+def _printer(progress, timed, booted, label='', echo='  | '):
     """A console-line handler: job markers become progress lines (and timings), the rest is
-    echoed."""
+    echoed (label and echo tell a pair's second VM apart)."""
     marks = {}
 
     def on_line(line):
         if not line.startswith(vm_job.MARK):
             if line.strip():
-                print('  | ' + line, flush=True)
+                print(echo + line, flush=True)
             return
         text = line[len(vm_job.MARK):]
         now = round(time.monotonic() - booted, 1)
@@ -212,11 +251,12 @@ def _printer(progress, timed, booted):
         if step == 'booted':
             timed['boot'] = now
             text += ' (%.0f s after QEMU started)' % now
-        for name, start, end in (('provision', 'provisioning', 'running'),
-                                 ('command', 'running', 'command')):
-            if step == end and start in marks:
+        for name, start, ends in (('provision', 'provisioning', ('waiting', 'serving', 'running')),
+                                  ('wait', 'waiting', ('ssh',)),      # a pair's VM 1 only
+                                  ('command', 'running', ('command',))):
+            if step in ends and start in marks and name not in timed:
                 timed[name] = round(now - marks[start], 1)
-        progress.say(text)
+        progress.say(label + text)
     return on_line
 
 
@@ -229,23 +269,26 @@ def _last_timings():
         return None
 
 
-def _bring_back(vm, out, record, code, progress):
-    """Copy out/results, the logs and vm.json to out; return code (unchanged)."""
+def _bring_back(vms, out, record, code, progress):
+    """Copy out/results, the logs and vm.json to out; return code (unchanged). A pair's
+    second VM brings back its console and provision logs only (as NAME-vm2.log)."""
     record['exit_code'] = code
     record['ended_at'] = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
     os.makedirs(out, exist_ok=True)
+    vm = vms[0]
     back = os.path.join(vm.xfer, 'out', 'results')
     names = sorted(os.listdir(back)) if os.path.isdir(back) else []
     for name in names:
         shutil.move(os.path.join(back, name), os.path.join(out, name))
-    for name in ('console.log',):
-        if os.path.exists(os.path.join(vm.folder, name)):
-            shutil.copyfile(os.path.join(vm.folder, name), os.path.join(out, name))
-    if os.path.exists(os.path.join(vm.xfer, 'out', 'provision.log')):
-        shutil.copyfile(os.path.join(vm.xfer, 'out', 'provision.log'),
-                        os.path.join(out, 'provision.log'))
+    for index, each in enumerate(vms, 1):
+        tail = '' if index == 1 else '-vm%d' % index
+        for source in (os.path.join(each.folder, 'console.log'),
+                       os.path.join(each.xfer, 'out', 'provision.log')):
+            if os.path.exists(source):
+                name = os.path.basename(source)
+                shutil.copyfile(source, os.path.join(out, name.replace('.log', tail + '.log')))
     record['results'] = names
-    if 'provision' in record['seconds']:
+    if 'provision' in record['seconds'] and len(vms) == 1:      # a pair boots slower
         with open(os.path.join(vm_image.CACHE, 'timings.json'), 'w') as handle:
             json.dump(record['seconds'], handle)
     with open(os.path.join(out, 'vm.json'), 'w') as handle:

@@ -12,7 +12,10 @@
   SIGTERM into an exception, so success, failure, Ctrl-C and SIGTERM all end there. A run
   killed with SIGKILL cannot clean up; ``clean_leftovers`` (called by every next run) kills
   the QEMU such a run left (checked by its command line) and removes its folder.
-- No network device: the VM needs none (the checkout and results cross the 9p share).
+- No network device for one VM: it needs none (the checkout and results cross the 9p share).
+  A pair (``vm.py run --vms 2``, vagrant/vm_pair.py) gives each VM one NIC on a link between
+  the two QEMU processes over loopback; ``Vm(network=...)`` takes those QEMU arguments, and
+  the second VM's folder is ``runs/<pid>-vm2`` (same owner record, so the same clean-up).
 """
 
 import json
@@ -153,12 +156,15 @@ def _alive(owner, word):
 class Vm:
     """One VM: its folder, overlay, share and QEMU process."""
 
-    def __init__(self, image, cache, accel, cpus, memory):
+    def __init__(self, image, cache, accel, cpus, memory, suffix='', network=()):
         self.image, self.accel, self.cpus, self.memory = image, accel, cpus, memory
-        self.folder = os.path.join(runs_dir(cache), str(os.getpid()))
+        self.suffix = suffix
+        self.folder = os.path.join(runs_dir(cache), str(os.getpid()) + suffix)
         self.xfer = os.path.join(self.folder, 'xfer')
         self.console = os.path.join(self.folder, 'console.log')
+        self.network = list(network)        # QEMU's -netdev/-device arguments, if any
         self.proc = None
+        self._read = (0, '')                # console offset read, and the partial last line
 
     def prepare(self):
         """Make the folder, the owner record, the share and the overlay."""
@@ -182,7 +188,7 @@ class Vm:
                 % os.path.join(self.folder, 'overlay.qcow2'),
                 '-virtfs', 'local,path=%s,mount_tag=xfer,security_model=passthrough,id=xfer'
                 % self.xfer,
-                '-device', 'virtio-rng-pci',
+                '-device', 'virtio-rng-pci', *self.network,
                 '-chardev', 'file,id=con,path=' + self.console, '-serial', 'chardev:con',
                 '-pidfile', os.path.join(self.folder, 'qemu.pid')]
 
@@ -195,22 +201,26 @@ class Vm:
     def follow(self, on_line, timeout):
         """Feed console lines to on_line until QEMU exits; False if timeout ran out first."""
         deadline = time.monotonic() + timeout
-        offset, partial = 0, ''
-        while True:
-            exited = self.proc.poll() is not None
-            text = read(self.console)
-            chunk, offset = text[offset:], len(text)
-            lines = (partial + chunk).split('\n')
-            partial = lines.pop()
-            for line in lines:
-                on_line(line.rstrip('\r'))
-            if exited:
-                if partial:
-                    on_line(partial)
-                return True
+        while not self.pump(on_line):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.2)
+        return True
+
+    def pump(self, on_line):
+        """Feed the console lines written since the last call to on_line; True once QEMU
+        has exited (and every line, the last partial one too, has been fed)."""
+        exited = self.proc.poll() is not None
+        offset, partial = self._read
+        text = read(self.console)
+        lines = (partial + text[offset:]).split('\n')
+        self._read = (len(text), lines.pop())
+        for line in lines:
+            on_line(line.rstrip('\r'))
+        if exited and self._read[1]:
+            on_line(self._read[1])
+            self._read = (len(text), '')
+        return exited
 
     def qemu_error(self):
         """QEMU's own stderr, last line ('' if none)."""

@@ -11,6 +11,10 @@ results back as plain files, without loop mounts (which this machine lacks). The
 - ``job.sh``: clone, unpack, ``vagrant/provision.sh`` (offline: the image has the packages),
   the command as root in the checkout, then a copy of ``results/`` to ``out/results``;
 - ``out/``: written by the VM: ``rc`` (the command's exit code) and ``results/``.
+
+A VM of a pair (vagrant/vm_pair.py) gets two more groups of lines: ``setup`` right after boot
+(its address, its ssh keys) and ``ready`` between provisioning and the command (the second VM
+starts sshd there; the first waits until it can ssh to the second).
 """
 
 import os
@@ -49,7 +53,7 @@ def checkout_files(repo):
     return present, gone, head
 
 
-def stage(repo, xfer, argv, env):
+def stage(repo, xfer, argv, env, setup=(), ready=()):
     """Write checkout.tar, repo.bundle and job.sh into xfer; return the HEAD copied."""
     files, gone, head = checkout_files(repo)
     with tarfile.open(os.path.join(xfer, 'checkout.tar'), 'w') as tar:
@@ -60,18 +64,18 @@ def stage(repo, xfer, argv, env):
         head = None                 # no history in the VM; the files still go
     os.makedirs(os.path.join(xfer, 'out'), exist_ok=True)
     with open(os.path.join(xfer, 'job.sh'), 'w') as handle:
-        handle.write(job_script(argv, env, head, gone))
+        handle.write(job_script(argv, env, head, gone, setup, ready))
     return head
 
 
-def job_script(argv, env, head, gone):
-    """The bash script the VM's init runs from the share."""
+def job_script(argv, env, head, gone, setup=(), ready=()):
+    """The bash script the VM's init runs from the share (setup and ready: see above)."""
     q = shlex.quote
     lines = ['#!/bin/bash',
              '# Written by vagrant/vm_job.py for one run; the VM init runs it as root.',
              'set -u', 'X=/mnt/xfer',
              'say() { echo "%s$*"; }' % MARK,
-             'say "booted: kernel $(uname -r), $(nproc) CPUs"',
+             'say "booted: kernel $(uname -r), $(nproc) CPUs"', *setup,
              'say "copying the checkout to %s"' % VM_REPO]
     if head:
         lines += ['git clone -q --no-checkout "$X/repo.bundle" %s || exit 97' % VM_REPO,
@@ -85,7 +89,7 @@ def job_script(argv, env, head, gone):
     lines += ['say "provisioning (offline: the image has every package)"',
               'bash vagrant/provision.sh > "$X/out/provision.log" 2>&1 || '
               '{ rc=$?; tail -n 30 "$X/out/provision.log"; say "provision.sh failed"; '
-              'exit $rc; }',
+              'exit $rc; }', *ready,
               'say %s' % q('running: ' + ' '.join(q(a) for a in argv)),
               ' '.join(q(a) for a in argv) + '; rc=$?',
               'say "command exited $rc; copying results/ back"',

@@ -8,14 +8,21 @@
 - ``signal DIR TOKEN SIGNAL [group|pid]``: signal the process group (or the process alone)
   of the process ``launch.py`` started under TOKEN; nothing once it has exited (the launcher removes its pid file before reaping
   it, so a reused number is never signalled).
+- ``cpu DIR TOKEN...``: user+system CPU seconds of each TOKEN's process so far (null once it
+  has exited), so a remote linkdelay daemon's CPU is its own, not its ssh client's.
 - ``listening DIR TOKEN PORT [udp]``: is a socket in that process's network namespace
   listening on (bound to) PORT? (``repronet.emu.process.listening_inodes`` read here, where
   the process runs.)
+- ``cgroup DIR create NAME QUOTA_US PERIOD_US PID`` / ``cgroup DIR remove NAME``: a CPU-limited
+  host's group on this server (``repronet.emu.cpulimit_cgroups.Group`` under the ``repronet``
+  parent, on the hierarchy with the cpu controller), with its shell PID moved in; the group
+  is recorded in ``DIR/state.jsonl`` so ``clear`` removes it after a crash.
 - ``record DIR``: append the JSON lines on stdin (host shells, host namespaces, interfaces
   made in the root namespace) to ``DIR/state.jsonl``, beside the PIDs launch.py recorded.
 - ``clear DIR``: remove everything ``DIR/state.jsonl`` records, as the runner's own
   ``repronet.run.leftovers.State.clear`` does locally (recorded PIDs with their start times,
-  every process in a recorded host namespace, recorded interfaces), then DIR itself.
+  every process in a recorded host namespace, recorded interfaces), then the recorded
+  cgroups, then DIR itself.
   Nothing is found by name pattern: this server may be running other things, and in the
   test it shares the runner's kernel and PID space.
 """
@@ -60,11 +67,73 @@ def send_signal(folder, token, signame, scope='group'):
     return {'sent': True, 'pid': pid}
 
 
+def cpu(folder, tokens):
+    """{token: CPU seconds of its process so far, or None once it is gone}."""
+    from repronet.emu.process import cpu_seconds
+    out = {}
+    for token in tokens:
+        pid = _pid(folder, token)
+        out[token] = cpu_seconds(pid) if pid is not None else None
+    return out
+
+
 def listening(folder, token, port, udp=False):
     """Whether TOKEN's network namespace has a socket on port."""
     from repronet.emu.process import listening_inodes
     pid = _pid(folder, token)
     return {'listening': pid is not None and bool(listening_inodes(int(port), pid, udp=udp))}
+
+
+def _group(name):
+    """The Group NAME on this server's cpu hierarchy (v2 before v1, as the probe prefers)."""
+    from repronet.emu import cpulimit_cgroups
+    found = cpulimit_cgroups.preferred(cpulimit_cgroups.find())
+    if not found:
+        raise cpulimit_cgroups.CgroupError('this server mounts no cgroup hierarchy with the '
+                                           'cpu controller')
+    mechanism, root = found[0]
+    return cpulimit_cgroups.Group(mechanism, root, name)
+
+
+def cgroup(folder, action, name, *args):
+    """Create (and record) or remove the group NAME; its cgroup.procs path and mechanism."""
+    from repronet.emu.cpulimit_cgroups import CgroupError
+    try:
+        group = _group(name)
+        if action == 'create':
+            quota_us, period_us, pid = (int(a) for a in args)
+            os.makedirs(folder, exist_ok=True)
+            with open(os.path.join(folder, 'state.jsonl'), 'a') as f:
+                f.write(json.dumps({'cgroup': name}) + '\n')
+            group.create(quota_us, period_us)
+            group.add(pid)
+        else:
+            group.remove()
+    except CgroupError as e:
+        return {'error': str(e)}
+    return {'procs': group.procs, 'path': group.path, 'mechanism': group.mechanism}
+
+
+def _remove_groups(names):
+    """Remove the named groups that still exist (killing what is left in them), then the
+    repronet parent if that left it empty; return what went."""
+    from repronet.emu.cpulimit_cgroups import CgroupError, remove_parent
+    done = []
+    for name in dict.fromkeys(names):
+        try:
+            group = _group(name)
+            if os.path.isdir(group.path):
+                killed = group.remove()
+                done += ['process %d in cgroup %s' % (pid, group.path) for pid in killed]
+                done.append('cgroup %s' % group.path)
+        except CgroupError as e:
+            done.append('not removed: %s' % e)
+    if names:
+        try:
+            remove_parent(_group('x').root)
+        except CgroupError:
+            pass
+    return done
 
 
 def record(folder, lines):
@@ -91,6 +160,7 @@ def clear(folder):
     from repronet.run.leftovers import State
     data = {'runner': None, 'runner_started': None, 'pids': [], 'intfs': [],
             'bridges': [], 'ovs_bridges': [], 'namespaces': []}
+    groups = []
     try:
         with open(os.path.join(folder, 'state.jsonl')) as f:
             for line in f:
@@ -100,12 +170,15 @@ def clear(folder):
                     continue        # a line cut short by a crash
                 if 'pid' in entry:
                     data['pids'].append(entry['pid'])
+                if 'cgroup' in entry:
+                    groups.append(entry['cgroup'])
                 if entry.get('namespace') and entry['namespace'][0] is not None:
                     data['namespaces'].append(entry['namespace'])
                 data['intfs'] += entry.get('intfs', [])
     except FileNotFoundError:
         return {'done': []}
     done = State(os.path.join(folder, 'state.json'), data).clear()
+    done += _remove_groups(groups)
     shutil.rmtree(folder, ignore_errors=True)
     return {'done': done}
 
@@ -116,8 +189,12 @@ def main(argv):
         answer = probe()
     elif command == 'signal':
         answer = send_signal(*args)
+    elif command == 'cpu':
+        answer = cpu(args[0], args[1:])
     elif command == 'listening':
         answer = listening(args[0], args[1], args[2], udp=args[3:] == ['udp'])
+    elif command == 'cgroup':
+        answer = cgroup(*args)
     elif command == 'record':
         answer = record(args[0], sys.stdin)
     elif command == 'clear':

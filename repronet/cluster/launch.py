@@ -1,12 +1,15 @@
 """Start one process on this server for a cluster run, and never let it outlive the run.
 
 Run over ssh by ``repronet.cluster.nodes`` (``launch.py --dir D --token T [--ns PID]
-[--cwd C] [--env K=V ...] -- ARGV``); it imports nothing from repronet, so it starts fast.
+[--cwd C] [--cgroup PROCS] [--env K=V ...] -- ARGV``); it imports nothing from repronet, so
+it starts fast.
 
-- The process is forked, made a session (and process group) leader, and attached to the
-  emulated host's network and mount namespaces with ``mnexec -a PID`` (its own PID is kept:
-  mnexec execs). stdin, stdout and stderr are ssh's, so its log streams back into the
-  results folder on the runner's machine and a barrier's ``go`` arrives on its stdin.
+- The process is forked, made a session (and process group) leader, moved into a CPU-limited
+  host's cgroup when ``--cgroup`` names its ``cgroup.procs`` (before exec, so nothing it
+  starts escapes the limit), and attached to the emulated host's network and mount
+  namespaces with ``mnexec -a PID`` (its own PID is kept: mnexec execs). stdin, stdout and
+  stderr are ssh's, so its log streams back into the results folder on the runner's machine
+  and a barrier's ``go`` arrives on its stdin.
 - Its PID goes to ``D/T.pid`` (signals and readiness checks find it there, see
   ``repronet.cluster.agent``) and, with its start time, to ``D/state.jsonl``, the record
   ``repronet clean --machines`` kills from after a crash.
@@ -34,7 +37,7 @@ def _parse(argv):
     """Return (options dict, command argv)."""
     if '--' not in argv:
         raise SystemExit('launch.py: usage: --dir D --token T [--ns PID] [--cwd C] '
-                         '[--env K=V ...] -- ARGV')
+                         '[--cgroup PROCS] [--env K=V ...] -- ARGV')
     i = argv.index('--')
     opts, command, env = {}, argv[i + 1:], {}
     flags = argv[:i]
@@ -69,6 +72,16 @@ def _child(opts, command):
     env.update(opts['env'])
     env['PYTHONPATH'] = os.pathsep.join(
         [repo] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p and p != repo])
+    if opts.get('cgroup'):
+        try:
+            fd = os.open(opts['cgroup'], os.O_WRONLY)
+            try:
+                os.write(fd, b'0')      # 0: this process itself
+            finally:
+                os.close(fd)
+        except OSError as e:
+            os.write(2, ('launch.py: cannot join %s: %s\n' % (opts['cgroup'], e)).encode())
+            os._exit(126)
     if opts.get('cwd'):
         os.chdir(opts['cwd'])
     if opts.get('ns'):

@@ -8,12 +8,17 @@ the controller stay on this machine. Everything else (link emulation and its dae
 offload fix, the manifest's mechanisms) is the emulation backend's, unchanged; a daemon of a
 remote host runs there through the host's ``popen``.
 
+A CPU-limited host (``cores=``/``cpu=``) on another server gets its cgroup there
+(``agent cgroup``; its shell and every process launch.py starts for it join it), sized by
+that server's CPU count; this machine's ``CpuLimits`` keep only the hosts it runs.
+
 What a crash could leave is recorded on both sides: here (``State``) the ssh clients of the
 remote hosts' shells, of node processes and of tunnels, and the control masters; on each
 other server (``agent record``) the host shells and their namespaces, beside the PIDs
-``launch.py`` records. ``stop()`` tears down like the emulation backend, then clears each
-server's record (``agent clear``) and ends the control masters, so nothing of the run is left
-on any server, whatever the exit path; ``clean_remote`` does the same after a crash.
+``launch.py`` records and the cgroups ``agent cgroup`` made. ``stop()`` tears down like the
+emulation backend, then clears each server's record (``agent clear``) and ends the control
+masters, so nothing of the run is left on any server, whatever the exit path;
+``clean_remote`` does the same after a crash.
 
 :class:`ClusterContext` is the runner's ``RunContext`` with faults (kill, pause, resume)
 sent to a remote node's process group on its server.
@@ -26,6 +31,7 @@ import sys
 from repronet.cluster import links as cluster_links
 from repronet.cluster.nodes import ClusterHost, RemoteNodeProcess
 from repronet.cluster.ssh import REMOTE_DIR, ClusterError, Machine, remove_stale_sockets
+from repronet.emu import cpulimit
 from repronet.emu.network import Network, NetworkError
 from repronet.run.context import RunContext
 
@@ -39,6 +45,15 @@ class ClusterNetwork(Network):
         self.tunnel = tunnel
         super().__init__(topo, **kwargs)
         self._recorded = False
+        try:
+            self.remote_limits = remote_limits(topo, machines, placement)
+        except cpulimit.CpuLimitError as e:
+            raise NetworkError(str(e))
+        if self.cpu_limits is not None:     # this machine limits only the hosts it runs
+            for name in self.remote_limits:
+                self.cpu_limits.hosts.pop(name, None)
+            if not self.cpu_limits.hosts:
+                self.cpu_limits = None
 
     def remote(self):
         """The Machines other than this one."""
@@ -65,7 +80,8 @@ class ClusterNetwork(Network):
             machine = self.machines[self.placement.get(name, self._local_name())]
             if machine.local:
                 return local_cls(name, **params)
-            return ClusterHost(name, machine=machine, **params)
+            return ClusterHost(name, machine=machine, cpu_limit=self.remote_limits.get(name),
+                               **params)
         return make
 
     def _local_name(self):
@@ -110,7 +126,16 @@ class ClusterNetwork(Network):
             'tunnel': self.tunnel,
             'tunnels': [r for r in (link.record() for link in self.net.links
                                     if hasattr(link, 'record')) if r] if self.net else [],
+            'cpu_limits': {name: {'server': self.placement[name], 'cores': limit.cores,
+                                  'quota_us': limit.quota_us, 'period_us': limit.period_us,
+                                  'asked': limit.asked}
+                           for name, limit in sorted(self.remote_limits.items())},
         }
+        for host in self.net.hosts if self.net else []:
+            group = getattr(host, 'cpu_group', None)
+            if group and host.name in record['cluster']['cpu_limits']:
+                record['cluster']['cpu_limits'][host.name].update(
+                    path=group['path'], mechanism=group['mechanism'])
         return record
 
     def stop(self):
@@ -130,6 +155,22 @@ class ClusterNetwork(Network):
             machine.disconnect()
         if errors:
             raise NetworkError('teardown incomplete: ' + '; '.join(errors))
+
+
+def remote_limits(topo, machines, placement):
+    """{host: HostLimit} of the CPU-limited hosts placed on other servers, each computed with
+    its server's CPU count (``cpu=`` is a fraction of that machine); CpuLimitError, one
+    sentence, for a limit that server cannot give."""
+    out = {}
+    for name in topo.hosts():
+        machine = machines[placement.get(name, next(n for n, m in machines.items() if m.local))]
+        if machine.local:
+            continue
+        cpus = ((machine.probe or {}).get('provenance', {}).get('host') or {}).get('cpus')
+        limit = cpulimit.host_limit(name, topo.nodeInfo(name), cpus or 1)
+        if limit is not None:
+            out[name] = limit
+    return out
 
 
 def _intf_class_of(link_class):

@@ -18,7 +18,8 @@ three things of ours:
 :class:`RemotePopen` is a ``subprocess.Popen`` of the local ssh client whose
 ``send_signal`` reaches the remote process group instead (through the agent: the
 launcher's pid file, gone once the process exited), so code written for local processes
-(``stop_popen``, the linkdelay daemons' SIGUSR1 and SIGTERM) signals the right process.
+(``stop_popen``, the linkdelay daemons' SIGUSR1 and SIGTERM) signals the right process, and
+its ``cpu_seconds`` reads the remote process's CPU time (through the agent).
 Its ``pid`` is the local ssh client's: the leftovers record may kill that one, and its
 death makes the launcher end the remote process.
 
@@ -31,6 +32,7 @@ launcher's.
 import itertools
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -38,6 +40,7 @@ from mininet.node import Node
 from mininet.examples.cluster import RemoteHost
 
 from repronet.cluster.ssh import LAUNCH, PYTHON, REMOTE_DIR, die_with_parent, spawn
+from repronet.emu.cpulimit import CpuLimitError
 from repronet.emu.process import NodeError, NodeProcess, TcpListening, UdpBound
 
 _tokens = itertools.count(1)
@@ -51,12 +54,14 @@ def _token():
 class RemotePopen(subprocess.Popen):
     """The local ssh client of one launched remote process; signals go to the remote one."""
 
-    def __init__(self, machine, argv, ns=None, cwd=None, env=None, **kwargs):
+    def __init__(self, machine, argv, ns=None, cwd=None, env=None, cgroup=None, **kwargs):
         self.machine = machine
         self.token = _token()
         command = [PYTHON, LAUNCH, '--dir', REMOTE_DIR, '--token', self.token]
         if ns is not None:
             command += ['--ns', str(ns)]
+        if cgroup:
+            command += ['--cgroup', cgroup]
         if cwd:
             command += ['--cwd', str(cwd)]
         for key, value in sorted((env or {}).items()):
@@ -86,6 +91,12 @@ class RemotePopen(subprocess.Popen):
         except subprocess.TimeoutExpired:
             os.kill(self.pid, signal.SIGKILL)
 
+    def cpu_seconds(self):
+        """User+system CPU seconds the remote process used so far (None once it is gone):
+        what ``repronet.emu.process.cpu_seconds`` reads for a local one."""
+        answer = self.machine.agent('cpu', REMOTE_DIR, self.token, check=False)
+        return (answer or {}).get(self.token)
+
     def listening(self, port, udp=False):
         """Whether the process's namespace on the server has a socket on port."""
         args = ['listening', REMOTE_DIR, self.token, port] + (['udp'] if udp else [])
@@ -96,7 +107,7 @@ class RemotePopen(subprocess.Popen):
 class ClusterHost(RemoteHost):
     """A Mininet host on another server (see the module docstring)."""
 
-    def __init__(self, name, machine=None, **kwargs):
+    def __init__(self, name, machine=None, cpu_limit=None, **kwargs):
         # RemoteMixin.__init__ is skipped on purpose: it registers `mn -c` on the server.
         self.machine = machine
         self.server, self.serverIP = machine.name, machine.address
@@ -104,7 +115,30 @@ class ClusterHost(RemoteHost):
         self.controlPath, self.splitInit, self.isRemote = None, False, True
         self.sshcmd = machine.ssh_prefix(mux=False, tty=True)
         self.shell, self.pid = None, None
+        self.cpu_limit, self.cpu_group = cpu_limit, None
         Node.__init__(self, name, **kwargs)
+        if cpu_limit is not None:
+            self._limit_cpu(cpu_limit)
+
+    def _limit_cpu(self, limit):
+        """Make this host's cgroup on its server with the shell in it (see repronet.emu.cpulimit;
+        named after this machine too: in the test the server shares this kernel's cgroups)."""
+        name = 'from-%s-%s' % (socket.gethostname(), self.name)
+        answer = self.machine.agent('cgroup', REMOTE_DIR, 'create', name, limit.quota_us,
+                                    limit.period_us, self.pid, check=False) or {}
+        if 'procs' not in answer:
+            Node.terminate(self)
+            self.machine.agent('cgroup', REMOTE_DIR, 'remove', name, check=False)
+            raise CpuLimitError('cannot limit the CPU of host %s on server %s: %s' % (
+                self.name, self.server, answer.get('error', 'the agent did not answer')))
+        self.cpu_group = dict(answer, name=name)
+
+    def terminate(self):
+        """Stop the host, then remove its cgroup on the server (``agent clear`` retries)."""
+        RemoteHost.terminate(self)
+        if self.cpu_group is not None:
+            self.machine.agent('cgroup', REMOTE_DIR, 'remove', self.cpu_group['name'],
+                               check=False)
 
     def _popen(self, cmd, sudo=True, tt=True, **params):
         """Mininet's remote spawn with our ssh: no sudo for root, no inherited fds."""
@@ -129,8 +163,10 @@ class ClusterHost(RemoteHost):
         """Start a process in this host through launch.py; return its RemotePopen."""
         mncmd = kwargs.pop('mncmd', None)
         if mncmd and '-g' in mncmd:
-            raise NodeError('%s: CPU limits on hosts of another server are not supported'
-                            % self.name)
+            raise NodeError('%s: mnexec -g (a cgroup named by Mininet) is not supported on '
+                            'another server; give the host cores= instead' % self.name)
+        if self.cpu_group is not None and mncmd is None:    # as CPULimitedHost.popen
+            kwargs['cgroup'] = self.cpu_group['procs']
         kwargs.pop('shell', None)
         kwargs.setdefault('stdout', subprocess.PIPE)
         kwargs.setdefault('stderr', subprocess.PIPE)

@@ -9,7 +9,8 @@ machine as far as the backend can tell:
   only on that veth; traffic to it stays inside namespaces this run made;
 - its own mount namespace with fresh tmpfs on ``/tmp`` and ``/run``, so a log the backend
   forgot to copy back cannot appear in the results folder through a shared ``/tmp``, and
-  the server's ``/run/repronet`` (lock, leftover records) is its own;
+  the server's ``/run/repronet`` (lock, leftover records) is its own; the cpu cgroup
+  hierarchy is mounted there again (``ip netns exec`` hides it), as a machine has it;
 - ``sshd`` with a host key and a client key made for this server alone, ``PermitTunnel``
   (ssh tap tunnels), ``UseDNS no`` and ``MaxSessions`` high enough for one ssh session per
   remote node process (sshd's default 10 is the limit Mininet's cluster edition hit);
@@ -75,6 +76,29 @@ def _free_slash30(rng):
         if not any(net.overlaps(u) for u in used):
             return net
     raise NsServerError('no free /30 in %s for the namespace server' % POOL)
+
+
+def _cpu_cgroup_mounts(mountinfo=None):
+    """Shell steps that mount this machine's cpu cgroup hierarchy again at the same place in
+    the server's namespace (``ip netns exec`` mounts a fresh /sys, which hides it), so CPU
+    limits on the server's hosts work as on another machine; a failed step only loses them."""
+    from repronet.emu import cpulimit_cgroups
+    if mountinfo is None:
+        with open(cpulimit_cgroups.MOUNTINFO) as f:
+            mountinfo = f.read()
+    roots = set(cpulimit_cgroups.find(mountinfo).values())
+    steps = []
+    for point, fstype, options in cpulimit_cgroups.cgroup_mounts(mountinfo):
+        if point not in roots:
+            continue
+        parent = os.path.dirname(point)
+        if point != '/sys/fs/cgroup':   # sysfs has that folder; anything below needs a tmpfs
+            steps.append('{ mountpoint -q %s || mount -t tmpfs -o mode=755 repronet-cgroup %s; '
+                         'mkdir -p %s; }' % (shlex.quote(parent), shlex.quote(parent),
+                                             shlex.quote(point)))
+        steps.append('mount -t %s -o %s %s %s' % (fstype, shlex.quote(','.join(options)), fstype,
+                                                   shlex.quote(point)))
+    return ''.join('{ %s; } 2>/dev/null; ' % step for step in steps)
 
 
 def _pids_in_netns(inode):
@@ -176,7 +200,8 @@ class NamespaceServer:
                 shlex.quote(REPO), shlex.quote(aside), shlex.quote(REPO))
         script = (keep + 'mount -t tmpfs -o mode=1777 repronet-tmp /tmp && '
                   'mount -t tmpfs -o mode=755 repronet-run /run && mkdir -p /run/sshd && '
-                  + back + 'exec %s -D -e -f %s' % (SSHD, os.path.join(self.keys, 'sshd_config')))
+                  + back + _cpu_cgroup_mounts()
+                  + 'exec %s -D -e -f %s' % (SSHD, os.path.join(self.keys, 'sshd_config')))
         err = open(os.path.join(self.keys, 'sshd.err'), 'w')
         with err:
             self.sshd = subprocess.Popen(

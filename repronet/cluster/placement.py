@@ -13,7 +13,9 @@ controller and the runner stay here; hosts are what gets spread). ``--placement`
 before the machine lock and before anything is built: each other server is reached over ssh
 (unreachable, no passwordless ssh, unknown host key are each one sentence saying what to
 fix), probed by ``repronet.cluster.agent probe`` and refused if its Mininet version or
-repronet revision differs from this machine's, or if it lacks what its hosts need.
+repronet revision differs from this machine's, or if it lacks what its hosts need (the
+linkdelay daemon for delay/loss, a cgroup cpu controller for a CPU limit, which is checked
+against that server's CPU count).
 The probes go into the manifest as each server's provenance.
 """
 
@@ -125,12 +127,18 @@ def _compare(machine, local):
 
 def _needs(machine, topo, hosts):
     """Refuse hosts placed on machine that ask for what is not supported or missing there."""
+    from repronet.emu.cpulimit import CpuLimitError, host_limit
+    cpus = (machine.probe.get('provenance', {}).get('host') or {}).get('cpus') or 1
     for host in hosts:
-        info = topo.nodeInfo(host)
-        if info.get('cores') is not None or info.get('cpu') is not None:
-            raise ClusterError('host %s asks for a CPU limit, which hosts on another server '
-                               '(%s) do not support yet; place it on localhost'
-                               % (host, machine.name))
+        try:
+            limit = host_limit(host, topo.nodeInfo(host), cpus)
+        except CpuLimitError as e:
+            raise ClusterError('%s (on server %s)' % (str(e).rstrip('.'), machine.name))
+        if limit is not None and not (machine.probe.get('capabilities') or {}).get(
+                'cgroup_cpu'):
+            raise ClusterError('host %s asks for a CPU limit, but server %s has no cgroup cpu '
+                               'controller that takes one (its capability report says why); '
+                               'place the host on localhost' % (host, machine.name))
     delayed = any(k in info for _, _, info in topo.links(withInfo=True) for k in DELAY_KEYS)
     caps = machine.probe.get('capabilities') or {}
     if delayed and hosts and not caps.get('netem') and not machine.probe.get('linkdelay'):

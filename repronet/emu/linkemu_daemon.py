@@ -113,6 +113,12 @@ class _Daemon:
             return 'no message'
 
 
+def _cpu_of(proc):
+    """CPU seconds of a daemon so far: read here, or on its server for a daemon on another
+    server (repronet.cluster.nodes.RemotePopen, whose pid is its local ssh client's)."""
+    return proc.cpu_seconds() if hasattr(proc, 'cpu_seconds') else cpu_seconds(proc.pid)
+
+
 def _restore_all(daemons, text_of, what):
     """Run ``iptables-restore --noflush`` in each daemon's host with its text, PARALLEL at once.
 
@@ -261,6 +267,8 @@ class DaemonSet:
             released = final.get('released')
             rows.append({'host': name, 'hold_us_min': d.hold_us_min,
                          'hold_us_max': d.hold_us_max, 'released': released,
+                         'cpu_s': round(d.cpu_s, 3),
+                         'server': getattr(d.host, 'server', None) or 'localhost',
                          **{k: final.get(k) for k in (
                              'late_us_mean', 'late_us_max', 'queued_us_mean',
                              'verdict_us_mean', 'policy',
@@ -326,7 +334,7 @@ class DaemonSet:
     def cpu_seconds(self):
         """Per receiving host: user+system CPU seconds its daemon has used so far."""
         for d in self.daemons.values():
-            cpu = cpu_seconds(d.proc.pid) if d.final is None else None
+            cpu = _cpu_of(d.proc) if d.final is None else None
             if cpu is not None:
                 d.cpu_s = cpu
         return {name: d.cpu_s for name, d in self.daemons.items()}
@@ -371,7 +379,7 @@ class DaemonSet:
         except Exception:   # a host's namespace may already be gone with the network
             pass
         for d in live:
-            cpu = cpu_seconds(d.proc.pid)
+            cpu = _cpu_of(d.proc)
             if cpu is not None:
                 d.cpu_s = cpu
             if d.proc.poll() is None:
