@@ -24,7 +24,7 @@ import pytest
 
 from repronet.cluster.nsserver import NamespaceServer
 from repronet.cluster.ssh import REMOTE_DIR, SOCKET_ROOT
-from repronet.run import leftovers, namespaces
+from repronet.run import leftovers, namespaces, pids
 from repronet.run.results import read_manifest
 
 pytestmark = pytest.mark.root
@@ -51,17 +51,11 @@ def _run(server, script, *args, timeout=900):
 def _ours(server):
     """Processes of a cluster run still alive: its ssh clients, launchers, remote shells."""
     found = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % entry, 'rb') as f:
-                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
-        except OSError:
-            continue
+    for pid, argv in sorted(pids.cmdlines().items()):
+        cmd = ' '.join(argv)
         if ('ssh' in cmd.split(' ')[0] and server.name in cmd) or \
                 'repronet/cluster/launch.py' in cmd:
-            found.append((int(entry), cmd[:120]))
+            found.append((pid, cmd[:120]))
     return found
 
 

@@ -50,7 +50,7 @@ import subprocess
 import sys
 
 from repronet.run import namespaces
-from repronet.run.pids import signal_group, start_time  # noqa: F401 (start_time: for callers)
+from repronet.run.pids import cmdlines, signal_group, start_time  # noqa: F401 (start_time: for callers)
 
 LOCK_PATH = '/run/repronet.lock'
 STATE_PATH = '/run/repronet/state.json'
@@ -331,17 +331,8 @@ def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
 
 def find():
     """Return what Mininet-like leftovers exist now (for checks and tests)."""
-    shells = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % entry, 'rb') as f:
-                cmd = f.read().split(b'\0')
-        except OSError:
-            continue
-        if any(arg.startswith(b'mininet:') for arg in cmd):
-            shells.append(int(entry))
+    shells = [pid for pid, argv in cmdlines().items()
+              if any(arg.startswith('mininet:') for arg in argv)]
     return {'intfs': sorted(n for n in _links() if MININET_INTF.match(n)),
             'ovs_bridges': _ovs_bridges(), 'mininet_shells': sorted(shells),
             'state_file': os.path.exists(STATE_PATH)}

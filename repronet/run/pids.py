@@ -34,3 +34,19 @@ def signal_group(pid, signum, group_only=False):
         except (ProcessLookupError, PermissionError):
             continue
     return False
+
+
+def cmdlines():
+    """Return {pid: argv} of the processes running now (argv a list of str; a process
+    that ends while this reads, or a kernel thread, has an empty one or none)."""
+    found = {}
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % entry, 'rb') as f:
+                raw = f.read()
+        except OSError:
+            continue
+        found[int(entry)] = raw.decode(errors='replace').split('\0')[:-1]
+    return found
