@@ -164,11 +164,15 @@ def _signalled_mid_transfer(server, out, signum):
                             '--machines', 'localhost,' + server.name,
                             '--placement', 'h2=' + server.name], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the client (h1, here) opens its log as it starts, after the server on h2 listens;
+    # iperf3 -J writes nothing until the transfer ends, so 2 s later it is mid-transfer
     log = out / 'logs' / 'iperf-client-p0.json'
     deadline = time.monotonic() + 300
-    while not (log.exists() and log.stat().st_size > 0):    # mid-transfer across servers
+    while not log.exists():
         assert run.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
+    time.sleep(2)
+    assert run.poll() is None and log.stat().st_size == 0    # still transferring
     run.send_signal(signum)
     return run.wait(timeout=120), env
 
