@@ -22,6 +22,14 @@ def run(tmp_path):
     return kvload_folder.make_run(tmp_path)
 
 
+@pytest.fixture(scope='module')
+def clean(tmp_path_factory):
+    """The clean folder and what one build of it returned, shared by the tests that only
+    read them (a build draws every figure: most of each such test's time)."""
+    run = kvload_folder.make_run(tmp_path_factory.mktemp('kvload-clean'))
+    return run, kvload.build(run)
+
+
 def _one(df, **match):
     """Return the single row of df matching every column=value."""
     for column, value in match.items():
@@ -40,8 +48,8 @@ def _analysis(run):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_per_client_totals_and_ms_per_request(run):
-    data = kvload.build(run)
+def test_per_client_totals_and_ms_per_request(clean):
+    run, data = clean
     c2 = _one(data['clients'], point=2, client=2, op='set')
     assert c2['total_ms'] == 16.0 and c2['ms_per_request'] == pytest.approx(16.0 / 20)
     assert c2['requests'] == 20 and c2['ok'] == 20 and c2['failed'] == 0
@@ -61,8 +69,8 @@ def test_per_client_totals_and_ms_per_request(run):
     assert row['measured'] == pytest.approx(1.2) and row['verdict'] == 'met'
 
 
-def test_percentiles_pool_every_request_of_every_client_nearest_rank(run):
-    data = kvload.build(run)
+def test_percentiles_pool_every_request_of_every_client_nearest_rank(clean):
+    run, data = clean
     # point 2, set: c1 10 x 0.1 + 10 x 0.2 ms, c2 19 x 0.5 + 1 x 5.0 ms; 40 pooled,
     # the 20th is 0.2 ms (not the mean of the clients' p50s, 0.3) and the 40th is 5.0 ms
     c1, c2 = (_one(data['clients'], point=2, client=c, op='set') for c in (1, 2))
@@ -135,8 +143,8 @@ def test_no_load_point_is_cpu_bound_when_the_samples_are_idle(tmp_path):
     assert '- CPU-bound load points' not in (run / 'report.md').read_text()
 
 
-def test_bench_ratio_and_c50_verdicts_at_one_half(run):
-    data = kvload.build(run)
+def test_bench_ratio_and_c50_verdicts_at_one_half(clean):
+    run, data = clean
     ratio = data['bench_ratio']
     assert _one(ratio, bench='c50', test='SET')['ours_over_redis'] == 0.5
     assert _one(ratio, bench='c50', test='GET')['ours_over_redis'] == \
@@ -151,8 +159,8 @@ def test_bench_ratio_and_c50_verdicts_at_one_half(run):
     assert '| c50 | GET | 39992.000 | 80000.000 | 0.500 |' in report     # 0.4999 at 3 places
 
 
-def test_fsync_throughput_relative_to_no(run):
-    data = kvload.build(run)
+def test_fsync_throughput_relative_to_no(clean):
+    run, data = clean
     fsync = data['fsync']
     assert _one(fsync, server='ours', appendfsync='always')['relative_to_no'] == \
         pytest.approx(0.2)

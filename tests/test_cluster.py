@@ -17,7 +17,7 @@ import time
 import pytest
 
 from repronet.cluster import placement
-from repronet.cluster.ssh import LAUNCH, ClusterError, explain_ssh_failure
+from repronet.cluster.ssh import LAUNCH, ClusterError, explain_ssh_failure, spawn
 from repronet.run import options, provenance
 from repronet.run.runner import Experiment
 
@@ -202,3 +202,20 @@ def test_a_cpu_limit_on_another_server_is_checked_against_that_server():
     assert list(limits) == ['h1'] and limits['h1'].cores == 2.0     # half of ITS 4 cores
     assert remote_limits(_topo(cpu=0.5), {'localhost': local, 'B': server},
                          {'h1': 'localhost', 'h2': 'B'}) == {}
+
+
+def test_a_spawned_ssh_obeys_sighup_even_under_nohup():
+    """Mininet's terminate ends a host's shell (ssh -tt, for a remote host) with SIGHUP; a
+    runner started under nohup ignores SIGHUP, and without the reset its ssh inherits
+    that and teardown waits forever (seen in a test run started with nohup)."""
+    code = ('import signal, subprocess, sys; signal.signal(signal.SIGHUP, signal.SIG_IGN); '
+            'from repronet.cluster.ssh import spawn; '
+            'p = spawn(["grep", "SigIgn", "/proc/self/status"], stdout=subprocess.PIPE); '
+            'print(p.communicate()[0].decode().split()[1])')
+    ignored = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert ignored.returncode == 0, ignored.stderr
+    assert not int(ignored.stdout, 16) & (1 << (signal.SIGHUP - 1))
+    child = spawn(['sleep', '30'])          # and the signal ends it
+    child.send_signal(signal.SIGHUP)
+    assert child.wait(timeout=10) == -signal.SIGHUP

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis import dht8 as analysis
+from repronet.run import pids
 from tests import dht8_folder
 from workloads import dht8_points
 
@@ -69,18 +70,8 @@ def test_analysis_is_deterministic(run_dir):
 
 def _leftover_processes(marker):
     """Return cmdlines of running processes that mention marker."""
-    found = []
-    for pid in os.listdir('/proc'):
-        if not pid.isdigit():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % pid, 'rb') as f:
-                cmd = f.read().replace(b'\0', b' ').decode(errors='replace')
-        except OSError:
-            continue
-        if marker in cmd and 'pytest' not in cmd:
-            found.append(cmd)
-    return found
+    found = [' '.join(argv) for argv in pids.cmdlines().values()]
+    return [cmd for cmd in found if marker in cmd and 'pytest' not in cmd]
 
 
 def _failover_from_logs(out, timeout):

@@ -1,8 +1,9 @@
 """Start one process on this server for a cluster run, and never let it outlive the run.
 
 Run over ssh by ``repronet.cluster.nodes`` (``launch.py --dir D --token T [--ns PID]
-[--cwd C] [--cgroup PROCS] [--env K=V ...] -- ARGV``); it imports nothing from repronet, so
-it starts fast.
+[--cwd C] [--cgroup PROCS] [--env K=V ...] -- ARGV``); it imports from repronet only
+``repronet.run.pids`` (which imports only ``os``: the start time and the group kill the
+runner's cleanup uses too), so it starts fast.
 
 - The process is forked, made a session (and process group) leader, moved into a CPU-limited
   host's cgroup when ``--cgroup`` names its ``cgroup.procs`` (before exec, so nothing it
@@ -29,6 +30,11 @@ import signal
 import sys
 import time
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if REPO not in sys.path:        # run as a script: import from this checkout
+    sys.path.insert(0, REPO)
+from repronet.run.pids import signal_group, start_time  # noqa: E402
+
 GRACE = 3.0
 TICK = 0.2
 
@@ -54,24 +60,15 @@ def _parse(argv):
     return opts, command
 
 
-def _start_time(pid):
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return int(f.read().rsplit(')', 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _child(opts, command):
     """In the child: new session, environment, namespaces, exec (never returns)."""
     os.setsid()
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGTERM):
         signal.signal(signum, signal.SIG_DFL)
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
     env.update(opts['env'])
     env['PYTHONPATH'] = os.pathsep.join(
-        [repo] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p and p != repo])
+        [REPO] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p and p != REPO])
     if opts.get('cgroup'):
         try:
             fd = os.open(opts['cgroup'], os.O_WRONLY)
@@ -93,13 +90,6 @@ def _child(opts, command):
         os._exit(127)
 
 
-def _killpg(pid, signum):
-    try:
-        os.killpg(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _exited(pid, timeout):
     """Wait up to timeout for pid to exit, without reaping it; return True if it did."""
     deadline = time.monotonic() + timeout
@@ -119,23 +109,25 @@ def main(argv):
         _child(opts, command)
     for signum in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(signum, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: _killpg(pid, signal.SIGTERM))
+    signal.signal(signal.SIGTERM,
+                  lambda *_: signal_group(pid, signal.SIGTERM, group_only=True))
     pid_file = os.path.join(opts['dir'], opts['token'] + '.pid')
     with open(pid_file + '.tmp', 'w') as f:
         f.write('%d\n' % pid)
     os.replace(pid_file + '.tmp', pid_file)
     with open(os.path.join(opts['dir'], 'state.jsonl'), 'a') as f:
-        f.write(json.dumps({'pid': [pid, _start_time(pid)], 'token': opts['token']}) + '\n')
+        f.write(json.dumps({'pid': [pid, start_time(pid)], 'token': opts['token']}) + '\n')
     watch = select.poll()
     watch.register(2, 0)        # no events asked: POLLERR/POLLHUP are always reported
     while not _exited(pid, 0):
         if watch.poll(TICK * 1000):     # the runner's end of the pipe is gone
-            _killpg(pid, signal.SIGTERM)
+            signal_group(pid, signal.SIGTERM, group_only=True)
             if not _exited(pid, GRACE):
-                _killpg(pid, signal.SIGKILL)
+                signal_group(pid, signal.SIGKILL, group_only=True)
             break
     _exited(pid, 3600)
-    _killpg(pid, signal.SIGKILL)     # its zombie still holds the number: the group is ours
+    # its zombie still holds the number: the group is ours
+    signal_group(pid, signal.SIGKILL, group_only=True)
     try:
         os.unlink(pid_file)
     except OSError:

@@ -215,9 +215,14 @@ _PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent():
-    """In the child before exec: SIGTERM when the process that spawned it ends."""
+    """In the child before exec: SIGTERM when the process that spawned it ends, and
+    SIGHUP's default action back: Mininet ends a host's shell with SIGHUP, and ssh keeps
+    a SIGHUP it inherited as ignored (a runner started under nohup) ignored, so teardown
+    would wait for that shell's ssh forever."""
     import ctypes
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    libc.signal(signal.SIGHUP, ctypes.c_void_p(0))     # SIG_DFL; no Python handler here
 
 
 def explain_ssh_failure(name, stderr):

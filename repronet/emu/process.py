@@ -38,6 +38,8 @@ import subprocess
 import sys
 import time
 
+from repronet.run import pids
+
 POLL = 0.02
 
 
@@ -322,17 +324,7 @@ class NodeProcess:
 
     def _signal(self, signum, group_only=False):
         """Signal our process group if we lead one, else our own PID."""
-        pid = self.popen.pid
-        try:
-            os.killpg(pid, signum)
-            return
-        except (ProcessLookupError, PermissionError):
-            pass
-        if not group_only:
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
+        pids.signal_group(self.popen.pid, signum, group_only)
 
     def _err_tail(self, lines=5):
         """Return the last lines of stderr, for error messages."""

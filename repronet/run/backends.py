@@ -12,7 +12,7 @@ exists, so the runner's teardown stops a network whose start failed half-way.
 
 import sys
 
-from repronet.run import cpu
+from repronet.run import cpu, options
 from repronet.run.context import RunContext
 
 
@@ -41,8 +41,13 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
 
 
 def precheck(experiment, params, repo):
-    """Reach and probe the other servers of --machines before anything is built
-    (options.UsageError: one sentence saying what to fix)."""
+    """The checks that need root, before the lock and before anything is built: --links
+    netem against this kernel's capability probe (cached: build() reuses it), then reach
+    and probe the other servers of --machines (options.UsageError: one sentence saying
+    what to fix). A simulated run has neither flag: options.check_shared refuses them."""
+    if getattr(params, 'links', 'auto') == 'netem':
+        from repronet.emu import capabilities
+        options.check_links(params, capabilities.probe())
     if getattr(params, 'machines', None):
         from repronet.cluster import backend as cluster
         cluster.precheck(experiment, params, repo)

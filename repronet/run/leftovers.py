@@ -50,6 +50,7 @@ import subprocess
 import sys
 
 from repronet.run import namespaces
+from repronet.run.pids import cmdlines, signal_group, start_time  # noqa: F401 (start_time: for callers)
 
 LOCK_PATH = '/run/repronet.lock'
 STATE_PATH = '/run/repronet/state.json'
@@ -131,15 +132,6 @@ def machine_lock(path=LOCK_PATH, wait=True):
         os.close(fd)
 
 
-def start_time(pid):
-    """Return the start time of pid (clock ticks since boot) or None."""
-    try:
-        with open('/proc/%d/stat' % pid) as f:
-            return int(f.read().rsplit(')', 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _links():
     """Return the names of the root namespace's interfaces."""
     out = subprocess.run(['ip', '-o', 'link', 'show'],
@@ -217,11 +209,7 @@ class State:
         for pid, started in self.data['pids']:
             if started is None or start_time(pid) != started:
                 continue
-            for kill in (os.killpg, os.kill):
-                try:
-                    kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            signal_group(pid, signal.SIGKILL)
             killed.append(pid)
             done.append('process %d' % pid)
         by_ns = namespaces.pids_by_netns() if self.data.get('namespaces') else {}
@@ -343,17 +331,8 @@ def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
 
 def find():
     """Return what Mininet-like leftovers exist now (for checks and tests)."""
-    shells = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % entry, 'rb') as f:
-                cmd = f.read().split(b'\0')
-        except OSError:
-            continue
-        if any(arg.startswith(b'mininet:') for arg in cmd):
-            shells.append(int(entry))
+    shells = [pid for pid, argv in cmdlines().items()
+              if any(arg.startswith('mininet:') for arg in argv)]
     return {'intfs': sorted(n for n in _links() if MININET_INTF.match(n)),
             'ovs_bridges': _ovs_bridges(), 'mininet_shells': sorted(shells),
             'state_file': os.path.exists(STATE_PATH)}

@@ -180,9 +180,6 @@ class Experiment:
         try:
             options.check_out(params)
             backends.precheck(self, params, REPO)
-            if not sim and params.links == 'netem':
-                from repronet.emu import capabilities
-                options.check_links(params, capabilities.probe())
         except options.UsageError as e:
             print('%s: %s' % (self.name, e), file=sys.stderr)
             return 2
