@@ -201,9 +201,12 @@ def test_ctrl_c_in_analyse_is_one_line(tmp_path):
         (tmp_path / ('run%d' % i)).mkdir()
         make_run(tmp_path / ('run%d' % i))
         dirs.append(str(tmp_path / ('run%d' % i)))
+    # A Ctrl-C from a terminal: SIGINT at its default in the child even when this test runs
+    # as a background job of a script, which starts with SIGINT ignored (POSIX).
     proc = subprocess.Popen([sys.executable, '-m', 'repronet', 'analyse'] + dirs,
                             cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stdout.readline()          # one folder done: it is working
     assert first.endswith('rebuilt\n'), proc.stderr.read()
     proc.send_signal(signal.SIGINT)
