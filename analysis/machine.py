@@ -9,8 +9,10 @@ the linkdelay daemons' mean and worst lateness next to the configured holds, fro
 manifest's ``link_holds`` (``repronet.emu.linkemu_daemon.DaemonSet.holds``), and a MARKED when
 the mean exceeds the stated share of the smallest hold; and it names any daemon that left the
 real-time class during the run (it ran its RLIMIT_RTTIME budget without sleeping and was late
-from then on), which would otherwise only show as a late figure. One place, so every
-experiment's report says it.
+from then on), which would otherwise only show as a late figure. It says whether the CPUs
+were kept out of sleeping idle states (manifest ``cpu_idle``, ``repronet.emu.cpuidle``), since
+a CPU woken from a halt adds tens of microseconds to every operation at LAN delays. One place,
+so every experiment's report says it.
 """
 
 from analysis.inputs import is_number
@@ -25,7 +27,7 @@ def host(manifest):
 def describe(manifest):
     """'4 CPUs (2 usable by the run), 7.8 GiB memory, <model>' from the manifest."""
     info = host(manifest)
-    late = holds(manifest)
+    late = '; '.join(filter(None, [holds(manifest), idle(manifest)]))
     if not info:
         return 'machine not recorded in the manifest' + ('; ' + late if late else '')
     cpus, usable = info.get('cpus'), info.get('cpus_usable')
@@ -75,3 +77,24 @@ def _daemon_cpu(rows):
     return ', using %.2f CPU seconds%s' % (
         sum(r['cpu_s'] for r in rows),
         ' (%.2f of them on other servers)' % sum(remote) if remote else '')
+
+
+def idle(manifest):
+    """Whether the CPUs were kept awake during the run, one clause ('' if not recorded)."""
+    record = manifest.get('cpu_idle')
+    if not isinstance(record, dict):
+        return ''
+    slept = sum(state.get('entered_during_run') or 0
+                for state in (record.get('states') or {}).values()
+                if isinstance(state, dict) and (state.get('exit_latency_us') or 0) > 0)
+    if record.get('mode') == 'os':
+        return 'CPUs free to sleep when idle (--cpu-idle os; %s during the run)' % _sleeps(slept)
+    effect = str(record.get('effect') or '')
+    if not effect.startswith('in force'):
+        return 'CPUs not kept awake (%s)' % effect
+    return ('CPUs kept out of sleeping idle states (PM QoS, %s%s)' % (
+        record.get('request'), '; yet %s during the run' % _sleeps(slept) if slept else ''))
+
+
+def _sleeps(count):
+    return '%d sleep%s' % (count, '' if count == 1 else 's')

@@ -16,12 +16,10 @@ cores, like the dht8 seed scale's clients and servers). ``d = 0`` runs no daemon
 is the floor: the request-response time of the probe, the kernel and the bridge alone.
 
 Printed (never asserted; the machine is shared): per (load, d) the median and mean RTT, the
-floor + configured RTT it should be, the excess in percent, the daemons' mean and worst
-lateness, how long packets waited to be read (``queued``), how long a release's verdict took
-(``verdict``: it carries the packet through the rest of the stack), the share that carried
-the kernel's arrival stamp, the daemons' CPU seconds, the largest spin window a daemon
-learned (``spin``, us) and the wake-up overshoot quantile it learned it from (``wake_q``,
-us); then issue 15's targets with the measured values. ``uptime`` is printed before and
+floor + configured RTT, the excess, the daemons' mean and worst lateness, the wait to be read
+(``queued``), the verdict's time (``verdict``: it carries the packet through the rest of the
+stack), the stamped share, the daemons' CPU seconds, the largest learned spin window
+(``spin``, us) and the overshoot quantile it came from (``wake_q``); then issue 15's targets. ``uptime`` is printed before and
 after, since other work on the machine moves every figure.
 
 Then, unless ``--tcp 0``, iperf3 TCP at 500 Mbit/s (``bw`` on both links) with 0 and 1 ms one
@@ -29,13 +27,12 @@ way (0.5 ms per link), ``--tcp`` seconds each: the received rate against issue 1
 the daemons' share of a core over the transfer. ``--flood S`` adds S seconds of a UDP flood
 (as fast as h1 can send, unshaped 0.05 ms links): a daemon that never gets to sleep under it
 is the case the RLIMIT_RTTIME bound catches, so it prints whether one left SCHED_FIFO.
-``--rt-priority`` and ``--spin-us`` run the daemons with another schedule than repronet's, to
-measure each step; ``--daemon`` runs another build of the daemon (e.g. an older commit's,
-built with its own Makefile) to compare builds.
+To measure each step: ``--rt-priority``/``--spin-us`` another daemon schedule, ``--daemon``
+another build (an older commit's), ``--cpu-idle os`` CPUs free to sleep (repronet.emu.cpuidle).
 
-    sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5]
-        [--loads idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005] [--tcp 5]
-        [--rt-priority 0..98] [--spin-us 0..1000] [--flood 0..60] [--daemon PATH]
+    sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5] [--loads
+        idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005] [--tcp 5] [--rt-priority
+        0..98] [--spin-us 0..1000] [--flood 0..60] [--daemon PATH] [--cpu-idle poll|os]
 """
 
 import argparse
@@ -51,16 +48,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
+from benchmarks.lan_latency_report import (TCP_MBIT, print_flood, print_rows,  # noqa: E402
+                                          print_targets, print_tcp)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOADS = ('idle', 'hogs')
 PORT = 9000
-IDLE_LATE_US = 5.0          # issue 15: idle mean lateness at most 5 us
-SATURATED_LATE_US = 15.0    # issue 15: saturated mean lateness at most 15 us
-RTT_SHARE = 0.05            # issue 15: within 5 % of floor + configured RTT at 0.05 ms/link
 HOG = 'while True: pass'
-TCP_MBIT = 500              # issue 15: TCP at 500 Mbit/s with 1 ms still at 0.95 of the rate
-TCP_SHARE = 0.95
 UDP_FLOOD = ['-u', '-b', '0', '-l', '1200']     # iperf3: UDP as fast as the sender can
 
 
@@ -153,7 +147,7 @@ def measure(delay_ms, load, args, caps, state, guard):
     from repronet.emu import network
     with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
         net = network.Network(pair(delay_ms), 'lxbr', 'auto', caps, on_built=state.record,
-                              seed=1, log_dir=logs)
+                              seed=1, log_dir=logs, cpu_idle=args.cpu_idle)
         hogs = []
         try:
             net.start()
@@ -175,7 +169,7 @@ def measure(delay_ms, load, args, caps, state, guard):
             'schedule': schedule, **lateness(stats)}
 
 
-def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False):
+def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idle='poll'):
     """iperf3 TCP (or a UDP flood as fast as h1 can send) h1 -> h2, links of bw Mbit/s (None:
     unshaped) with one_way_ms split over the two: a dict of the received rate, the daemons'
     CPU seconds over the transfer and their counters."""
@@ -183,7 +177,7 @@ def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False):
     from repronet.emu.process import NodeProcess, TcpListening
     with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
         net = network.Network(pair(one_way_ms / 2, bw), 'lxbr', 'auto', caps,
-                              on_built=state.record, seed=1, log_dir=logs)
+                              on_built=state.record, seed=1, log_dir=logs, cpu_idle=cpu_idle)
         try:
             net.start()
             h1, h2 = net.net.get('h1'), net.net.get('h2')
@@ -207,87 +201,6 @@ def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False):
                 net.stop()
                 state.clear()
     return {'one_way_ms': one_way_ms, 'mbit': rate, 'daemon_cpu': cpu / seconds, **figures}
-
-
-def print_flood(row):
-    """The UDP flood: did a daemon leave SCHED_FIFO under it?"""
-    print('UDP flood, 0.05 ms one way, unshaped: %.1f Mbit/s sent, daemons %.2f of a core, '
-          'late %s us on average, %s us at most; %d daemon(s) left SCHED_FIFO, %d forced '
-          'sleeps' % (row['mbit'], row['daemon_cpu'], _fmt(row['late_us_mean']),
-                      _fmt(row['late_us_max'], '%.0f'), row['rt_demoted'],
-                      row['forced_sleeps']))
-
-
-def print_tcp(rows):
-    """The TCP rows and issue 15's no-throughput-loss target."""
-    for r in rows:
-        print('TCP at %d Mbit/s, %g ms one way: %.1f Mbit/s (%.3f of the rate), daemons %.2f '
-              'of a core%s' % (TCP_MBIT, r['one_way_ms'], r['mbit'], r['mbit'] / TCP_MBIT,
-                               r['daemon_cpu'], '' if r['late_us_mean'] is None else
-                               ', late %.1f us on average, %d daemon(s) left SCHED_FIFO' % (
-                                   r['late_us_mean'], r['rt_demoted'])))
-    held = [r for r in rows if r['one_way_ms'] > 0]
-    free = [r for r in rows if r['one_way_ms'] == 0]
-    if held:
-        ratio = held[-1]['mbit'] / TCP_MBIT
-        print('  TCP at %d Mbit/s with 1 ms >= %.2f of the rate: %.3f: %s%s' % (
-            TCP_MBIT, TCP_SHARE, ratio, 'met' if ratio >= TCP_SHARE else 'NOT met',
-            ' (%.3f of the same transfer with no delay, no daemon)' % (
-                held[-1]['mbit'] / free[0]['mbit']) if free and free[0]['mbit'] else ''))
-
-
-def _fmt(value, spec='%.1f'):
-    """A number or '-'."""
-    return '-' if value is None else spec % value
-
-
-def print_rows(rows):
-    """One line per (load, delay): measured against floor + configured RTT."""
-    floors = {r['load']: r['median_us'] for r in rows if r['delay_ms'] == 0}
-    print('%-5s %8s %9s %9s %9s %11s %7s %9s %9s %9s %7s %7s %7s %6s %6s' % (
-        'load', 'ms/link', 'cfg_rtt', 'median', 'mean', 'floor+cfg', 'excess',
-        'late_mean', 'late_max', 'queued', 'verdict', 'stamped', 'cpu_s', 'spin', 'wake_q'))
-    for r in rows:
-        configured = 4000.0 * r['delay_ms']
-        floor = floors.get(r['load'])
-        expected = floor + configured if floor is not None else None
-        r['expected_us'] = expected
-        r['excess'] = (r['median_us'] / expected - 1) if expected and r['median_us'] else None
-        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %9s %9s %7s %7s %7.2f %6s %6s%s' % (
-            r['load'], r['delay_ms'], configured, _fmt(r['median_us']), _fmt(r['mean_us']),
-            _fmt(expected), _fmt(r['excess'] and 100 * r['excess'], '%+.1f%%'),
-            _fmt(r['late_us_mean'], '%.2f'), _fmt(r['late_us_max']),
-            _fmt(r['queued_us_mean'], '%.2f'), _fmt(r['verdict_us'], '%.1f'),
-            _fmt(r['stamped_share'], '%.2f'),
-            r['daemon_cpu_s'], _fmt(r['spin_us'], '%.0f'), _fmt(r['wake_us_q'], '%.0f'),
-            '  %d daemon(s) left SCHED_FIFO' % r['rt_demoted'] if r['rt_demoted'] else ''))
-
-
-def print_targets(rows):
-    """Issue 15's targets that this run measured, each with its verdict."""
-    def row(load, delay):
-        return next((r for r in rows if r['load'] == load and r['delay_ms'] == delay), None)
-
-    def worst_mean(load):
-        means = [r['late_us_mean'] for r in rows if r['load'] == load and r['late_us_mean']
-                 is not None]
-        return max(means) if means else None
-    print('targets (issue 15):')
-    idle = worst_mean('idle')
-    if idle is not None:
-        print('  idle mean lateness <= %g us: worst over the delays %.2f us: %s' % (
-            IDLE_LATE_US, idle, 'met' if idle <= IDLE_LATE_US else 'NOT met'))
-    r = row('idle', 0.05)
-    if r and r.get('excess') is not None:
-        print('  idle request-response at 0.05 ms/link within %g %% of floor + configured: '
-              '%.1f us against %.1f us (%+.1f %%): %s' % (
-                  100 * RTT_SHARE, r['median_us'], r['expected_us'], 100 * r['excess'],
-                  'met' if abs(r['excess']) <= RTT_SHARE else 'NOT met'))
-    busy = worst_mean('hogs')
-    if busy is not None:
-        print('  saturated (CPU hogs) mean lateness <= %g us: worst over the delays %.2f us: '
-              '%s' % (SATURATED_LATE_US, busy, 'met' if busy <= SATURATED_LATE_US else
-                      'NOT met'))
 
 
 def _uptime():
@@ -342,6 +255,9 @@ def parse(argv):
                         metavar='0..60', help='seconds of a UDP flood (iperf3 -b 0) over '
                         '0.05 ms links, to see whether a daemon leaves SCHED_FIFO under it; '
                         '0 skips it (default 0)')
+    parser.add_argument('--cpu-idle', choices=('poll', 'os'), default='poll',
+                        help='poll: keep the CPUs out of sleeping idle states (repronet\'s '
+                        'default, repronet.emu.cpuidle); os: let them sleep (default poll)')
     parser.add_argument('--daemon', default=None, metavar='PATH',
                         help='run this linkdelay binary instead of the checkout\'s (it must '
                         'take the same flags)')
@@ -391,15 +307,16 @@ def main(argv=None):
                 for load in args.loads:
                     for delay in args.delays:
                         rows.append(measure(delay, load, args, caps, state, guard))
-                tcp_rows = [tcp(ms, args.tcp, caps, state, guard) for ms in (0, 1)
-                            if args.tcp]
-                flood = tcp(0.05, args.flood, caps, state, guard, bw=None, udp=True) \
-                    if args.flood else None
+                tcp_rows = [tcp(ms, args.tcp, caps, state, guard, cpu_idle=args.cpu_idle)
+                            for ms in (0, 1) if args.tcp]
+                flood = tcp(0.05, args.flood, caps, state, guard, bw=None, udp=True,
+                            cpu_idle=args.cpu_idle) if args.flood else None
         except Interrupted as e:
             print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)
             return 128 + e.signum
     schedule = next((r['schedule'] for r in rows if r['schedule']), None)
-    print('daemons scheduled: %s' % (json.dumps(schedule) if schedule else 'not recorded'))
+    print('daemons scheduled: %s; CPU idle states: %s' % (
+        json.dumps(schedule) if schedule else 'not recorded', args.cpu_idle))
     print_rows(rows)
     print_targets(rows)
     print_tcp(tcp_rows)

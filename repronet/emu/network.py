@@ -25,6 +25,10 @@ mechanism produced its numbers:
 - links: ``repronet.emu.linkemu.plan`` validates every link before anything
   starts; its ``link_class`` goes to Mininet and ``install(net)`` runs after
   ``net.start()``.
+- CPU idle states: ``cpu_idle='poll'`` (the default) keeps this machine's CPUs out of
+  sleeping idle states from start() to stop(), since waking a halted CPU costs more than
+  a LAN link's delay (``repronet.emu.cpuidle`` says why and what it costs); ``os`` leaves
+  them to the kernel. Recorded as ``cpu_idle``.
 
 ``Network.stop()`` is idempotent and tolerant: each teardown step runs even if
 an earlier one failed, and the errors are collected and re-raised at the end.
@@ -37,7 +41,7 @@ from mininet.net import Mininet
 from mininet.node import Host, OVSBridge, OVSSwitch
 from mininet.nodelib import LinuxBridge
 
-from repronet.emu import capabilities, cpulimit, linkemu
+from repronet.emu import capabilities, cpuidle, cpulimit, linkemu
 
 OFFLOADS = ('tx', 'tso', 'gso')
 
@@ -66,8 +70,9 @@ class Network:
 
     def __init__(self, topo, switch='lxbr', datapath='auto', caps=None,
                  controller_log=None, stats_interval=1.0, on_built=None,
-                 seed=0, log_dir=None, links='auto'):
+                 seed=0, log_dir=None, links='auto', cpu_idle='poll'):
         self.topo = topo
+        self.cpu_idle = cpuidle.IdleHold(cpu_idle)
         self.switch = switch
         self.caps = caps or capabilities.probe()
         self.datapath = choose_datapath(switch, datapath, self.caps)
@@ -88,6 +93,7 @@ class Network:
 
     def start(self):
         """Build and start the network, then install link emulation."""
+        self.cpu_idle.start()
         switch_cls, controller = self._switch_classes()
         self.net = Mininet(topo=self.topo, switch=switch_cls, host=self._host_class(),
                            link=self._link_class(), controller=controller,
@@ -193,6 +199,7 @@ class Network:
             'ports': self.ports(),
             'bridge_nf_call': _bridge_nf_call()
             if self.switch == 'lxbr' else None,
+            'cpu_idle': self.cpu_idle.record(),
         }
 
     def ports(self):
@@ -246,6 +253,7 @@ class Network:
                 errors.append('mininet: %s' % e)
         if self.cpu_limits is not None:     # what host termination could not remove
             errors += ['cpu limits: %s' % e for e in self.cpu_limits.remove_all()]
+        self.cpu_idle.stop()
         if errors:
             raise NetworkError('teardown incomplete: ' + '; '.join(errors))
 

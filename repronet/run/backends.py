@@ -34,7 +34,8 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
         topo, switch=params.switch, datapath=params.datapath, caps=caps,
         controller_log=folder.log_path('controller-stats'),
         stats_interval=experiment.stats_interval, on_built=state.record,
-        seed=params.seed, log_dir=folder.logs, links=params.links, **where)
+        seed=params.seed, log_dir=folder.logs, links=params.links,
+        cpu_idle=getattr(params, 'cpu_idle', None) or 'poll', **where)
     net.start()
     folder.update(mechanisms=dict(net.mechanisms(), backend='emu'))
     return net, monitor, ctx_cls(net, params, folder, state, monitor, guard, progress)
@@ -99,6 +100,13 @@ def link_holds(net, name):
               'their real-time budget without sleeping) and released packets late from then '
               'on' % (name, ', '.join(record['rt_demoted'])), flush=True)
     return record
+
+
+def cpu_idle(net):
+    """After teardown: the idle-state record with the states entered during the run (None
+    for a simulated run, which has no CPUs to keep awake)."""
+    hold = getattr(net, 'cpu_idle', None)
+    return hold.record() if hold is not None else None
 
 
 def node_record(node):

@@ -50,6 +50,7 @@ SCALES = ('smoke', 'default', 'seed')
 SWITCHES = ('lxbr', 'ovs', 'osken')
 DATAPATHS = ('auto', 'kernel', 'user')
 LINKS = ('auto', 'netem', 'linkdelay')    # repronet.emu.linkemu.MECHANISMS
+CPU_IDLE = ('poll', 'os')    # repronet.emu.cpuidle.MODES
 CLI_WHEN = ('start', 'failure')
 BACKENDS = ('emu', 'sim')
 TUNNELS = ('vxlan', 'ssh')
@@ -103,6 +104,11 @@ def build_parser(experiment):
         '--links', choices=LINKS, default='auto',
         help='link delay/jitter/loss: netem (the kernel qdisc), linkdelay (our NFQUEUE '
         'daemon) or auto: netem where the kernel has it (default auto)')
+    shared.add_argument(
+        '--cpu-idle', choices=CPU_IDLE, default=None,
+        help='emulation only: poll keeps this machine\'s CPUs out of sleeping idle states '
+        'during the run (waking a halted CPU costs more than a LAN link\'s delay); os leaves '
+        'them to the kernel (default poll)')
     shared.add_argument(
         '--dry-run', action='store_true',
         help='print the points, the estimated time and the disk the run needs '
@@ -220,6 +226,9 @@ def check_shared(params, limits=None):
         if params.links != 'auto':
             raise UsageError('--links chooses how emulated links delay packets; a '
                              'simulated run models its links instead')
+        if params.cpu_idle is not None:
+            raise UsageError('--cpu-idle sets this machine\'s idle states for an emulated '
+                             'run; a simulated run has no CPUs to keep awake')
         if params.sim_cores is not None and not 1 <= params.sim_cores <= 1024:
             raise UsageError('--sim-cores must be a whole number from 1 to 1024')
         from repronet.sim.cpu import parse_costs

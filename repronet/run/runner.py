@@ -291,6 +291,7 @@ class Experiment:
             if ctx is not None:
                 fields['nodes'] = [backends.node_record(n) for n in ctx.nodes]
             fields['link_holds'] = backends.link_holds(net, self.name)
+            fields['cpu_idle'] = backends.cpu_idle(net)
             if guard.pending is not None and status != 'interrupted':
                 status, fields['signal'] = 'interrupted', guard.pending
                 error = '; '.join(filter(None, [error, '%s during teardown' % (
