@@ -304,13 +304,25 @@ def _passes(times_ms, count, cpu):
 
 
 def test_daemon_sleeps_when_it_has_run_a_period_without_sleeping(check):
-    """Period 50 ms, read every 7 ms here: a daemon that polls without ever sleeping (CPU
-    time grows with the wall clock, the switch count stays) must sleep at 56 ms, the first
-    read with 50 ms of CPU since it started, and again at 112 ms."""
+    """Period 50 ms, read every 7 ms here: a daemon that polls without sleeping (CPU time
+    grows with the wall clock) must sleep at 56 ms, the first read with 50 ms of CPU since it
+    started; that sleep blocked (the switch count moved by the next read), so the next one is
+    due 50 ms of CPU after it, at 112 ms."""
     times = range(7, 120, 7)
-    out = run(check, 'block', 50000000, *_passes(times, lambda t: 0, lambda t: t))
+    out = run(check, 'block', 50000000, *_passes(times, lambda t: (t > 56) + (t > 112),
+                                                 lambda t: t))
     assert [t for t, due in zip(times, out['due']) if due] == [56, 112]
     assert out['forced'] == 2
+
+
+def test_a_forced_sleep_that_did_not_block_is_asked_again(check):
+    """The same daemon, but its forced sleeps never show as a voluntary switch (the timer
+    fired before it was switched out): every read from 56 ms on asks again, so the kernel's
+    RLIMIT_RTTIME count cannot grow past a period plus one read. With the sleep trusted (the
+    code before this test) the second request came only at 112 ms."""
+    times = range(7, 120, 7)
+    out = run(check, 'block', 50000000, *_passes(times, lambda t: 0, lambda t: t))
+    assert [t for t, due in zip(times, out['due']) if due] == [t for t in times if t >= 56]
 
 
 def test_daemon_that_sleeps_or_waits_is_left_alone(check):

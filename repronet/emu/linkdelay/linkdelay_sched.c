@@ -106,8 +106,7 @@ int ld_block_due(struct ld_block *b, uint64_t now, ld_block_reader *read)
 	b->last_check_ns = now;
 	if (cpu - b->cpu_sleep_ns < b->period_ns)
 		return 0;
-	b->forced++;
-	b->cpu_sleep_ns = cpu;          /* the caller sleeps now */
+	b->forced++;     /* not counted as a sleep until the switch count shows it blocked */
 	return 1;
 }
 

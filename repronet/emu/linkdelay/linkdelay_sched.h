@@ -91,7 +91,11 @@ void ld_spin_charge(struct ld_spin *s, uint64_t from, uint64_t to);
  * voluntary context switch count and CPU time through read() (getrusage in the daemon, a
  * script in linkdelay_check). When the count moved, the daemon slept since the previous read
  * (to be safe: right after it). Returns 1 when the CPU used since then reaches period_ns:
- * the daemon must sleep now.
+ * the daemon must sleep now. A forced sleep counts only once the next read sees the switch
+ * count move: a short sleep whose timer fires before the task is switched out (a vCPU held
+ * up between arming the timer and scheduling) never blocks and resets nothing in the kernel,
+ * so the next read asks again instead of trusting it (seen here: 1 run in 7 of the rttime
+ * root test was demoted while its regular sleep was on).
  */
 #define LD_BLOCK_CHECKS 8
 struct ld_block {
