@@ -136,6 +136,7 @@ class Dht8(Experiment):
     """DHT file-sharing index (seed 000): Parts I-III, ping checks, wire capture, failover."""
 
     name = 'dht8'
+    analysis_module = 'analysis.dht8'
     backends = ('emu', 'sim')   # sim: the same cores in virtual time (repronet.sim)
     sim_interpreters = ('python3', 'pypy3')     # its simulation needs no numpy
     scales = {
@@ -249,11 +250,6 @@ class Dht8(Experiment):
             ctx.results.update(filesets={k: dht_files.describe(v)
                                          for k, v in sorted(self.sets.items())})
         return self.sets[key]
-
-    def analyse(self, run_dir):
-        """Build tables, figures and report.md (analysis.dht8)."""
-        from analysis import dht8
-        dht8.build(run_dir)
 
     def main(self, argv=None):
         """Run, then print the targets (measured vs seed) from the analysis."""

@@ -177,6 +177,7 @@ class Fidelity(Experiment):
     """Configured vs measured link delay, jitter, loss and goodput."""
 
     name = 'fidelity'
+    analysis_module = 'analysis.fidelity'
     backends = ('emu', 'sim')   # sim: the probe and workloads.bulk in virtual time
     scales = {'smoke': {'delays': '0,5,20', 'losses': '1', 'rates': '10@10,100@0',
                         'rtt_packets': 200, 'loss_packets': 20000, 'duration': 2.0},
@@ -373,11 +374,6 @@ class Fidelity(Experiment):
             raise RuntimeError('%s exited with %s and %s with %s; see %s' % (
                 server.name, server.returncode, client.name, client.returncode,
                 server.err_path))
-
-    def analyse(self, run_dir):
-        """Build tables, figures and report.md (analysis.fidelity)."""
-        from analysis import fidelity
-        fidelity.build(run_dir)
 
     def finish(self, ctx):
         """Save the daemons' final counters and the composed paths (emulation only)."""

@@ -73,6 +73,8 @@ class KvLoad(Experiment):
     """Seed 001: SET, GET, DEL from 1..N clients, ours and Redis, two layouts."""
 
     name = 'kvload'
+    analysis_module = 'analysis.kvload'
+    targets_module = 'analysis.kvload_report'
     timed_parts = True
     backends = ('emu', 'sim')   # sim: our server and kvload in virtual time
     scales = {
@@ -218,16 +220,6 @@ class KvLoad(Experiment):
         if problem:
             self.operations_failed(point, problem)
         return result
-
-    def analyse(self, run_dir):
-        """Build tables, figures and report.md (analysis.kvload)."""
-        from analysis import kvload
-        kvload.build(run_dir)
-
-    def targets_text(self, run_dir):
-        """The targets measured in this run, printed after the analysis."""
-        from analysis import kvload_report
-        return kvload_report.targets_text(run_dir)
 
 
 if __name__ == '__main__':

@@ -101,6 +101,8 @@ class KvScale(Experiment):
     """Seed 003: response time and hit rate over 1..10 servers, ours and Redis."""
 
     name = 'kvscale'
+    analysis_module = 'analysis.kvscale'
+    targets_module = 'analysis.kvscale_report'
     timed_parts = True
     backends = ('emu', 'sim')   # sim: our servers and kvmix in virtual time, no CPU classes
     scales = {
@@ -235,16 +237,6 @@ class KvScale(Experiment):
         if problem:
             self.operations_failed(point, problem)
         return result
-
-    def analyse(self, run_dir):
-        """Build tables, figures and report.md (analysis.kvscale)."""
-        from analysis import kvscale
-        kvscale.build(run_dir)
-
-    def targets_text(self, run_dir):
-        """The targets measured in this run, printed after the analysis."""
-        from analysis import kvscale_report
-        return kvscale_report.targets_text(run_dir)
 
 
 if __name__ == '__main__':

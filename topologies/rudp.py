@@ -72,6 +72,8 @@ class Rudp(Experiment):
     """Seed 004: transfer time against block size, beside TCP and uftp, and under loss."""
 
     name = 'rudp'
+    analysis_module = 'analysis.rudp'
+    targets_module = 'analysis.rudp'
     timed_parts = True
     backends = ('emu', 'sim')   # sim: our sender and receiver in virtual time
     scales = {
@@ -198,16 +200,6 @@ class Rudp(Experiment):
         if result['problems']:
             self.operations_failed(point, '; '.join(result['problems']))
         return result
-
-    def analyse(self, run_dir):
-        """Build tables, figures and report.md (analysis.rudp)."""
-        from analysis import rudp
-        rudp.build(run_dir)
-
-    def targets_text(self, run_dir):
-        """The targets measured in this run, printed after the analysis."""
-        from analysis import rudp
-        return rudp.targets_text(run_dir)
 
 
 if __name__ == '__main__':

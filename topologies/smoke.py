@@ -55,6 +55,7 @@ class Smoke(Experiment):
     """Three hosts, one switch, one shaped link: ping and an iperf3 transfer."""
 
     name = 'smoke'
+    analysis_module = 'analysis.smoke'
     scales = {'smoke': {'repeat': 2, 'duration': 2},
               'default': {'repeat': 3, 'duration': 10},
               'seed': {'repeat': 5, 'duration': 30},
@@ -113,11 +114,6 @@ class Smoke(Experiment):
         self.last_transfer_end = time.time()
         return {'goodput_mbps': round(end['bits_per_second'] / 1e6, 3),
                 'bw': ctx.params.bw}
-
-    def analyse(self, run_dir):
-        """Build tables, figures and report.md (analysis.smoke)."""
-        from analysis import smoke
-        smoke.build(run_dir)
 
     def finish(self, ctx):
         """With osken, wait for a port-statistics poll after the last transfer."""

@@ -92,6 +92,8 @@ class Transfer(Experiment):
     """Seed 002: T_x and R_x against file size, packet size and load, beside iperf3."""
 
     name = 'transfer'
+    analysis_module = 'analysis.transfer'
+    targets_module = 'analysis.transfer_report'
     timed_parts = True
     backends = ('emu', 'sim')   # sim: our server and clients in virtual time
     scales = {
@@ -255,16 +257,6 @@ class Transfer(Experiment):
         if result['problems']:
             self.operations_failed(point, '; '.join(result['problems']))
         return result
-
-    def analyse(self, run_dir):
-        """Build tables, figures and report.md (analysis.transfer)."""
-        from analysis import transfer
-        transfer.build(run_dir)
-
-    def targets_text(self, run_dir):
-        """The targets measured in this run, printed after the analysis."""
-        from analysis import transfer_report
-        return transfer_report.targets_text(run_dir)
 
 
 if __name__ == '__main__':

@@ -67,6 +67,7 @@ Node processes inherit ``PYTHONPATH`` with the repository root, so
 """
 
 import contextlib
+import importlib
 import json
 import os
 import pathlib
@@ -97,6 +98,8 @@ class Experiment:
     sim_interpreters = ('python3',)     # + 'pypy3': its simulation imports nothing PyPy
                                         # lacks (repronet.run.sim_interpreter)
     child_run_dir = None    # the results folder, when the points ran in such a child
+    analysis_module = None  # e.g. 'analysis.smoke': its build(run_dir) is analyse()
+    targets_module = None   # e.g. 'analysis.kvload_report': its targets_text(run_dir)
 
     def add_arguments(self, parser):
         """Add the experiment's own flags (default=None; see scales)."""
@@ -143,15 +146,20 @@ class Experiment:
         self.failed_operations.append('p%03d: %s' % (point['point'], problem))
 
     def targets_text(self, run_dir):
-        """Return the measured targets to print after the analysis, or None (no targets)."""
-        return None
+        """Return the measured targets to print after the analysis, or None (no targets):
+        ``targets_module``'s targets_text(run_dir)."""
+        if self.targets_module is None:
+            return None
+        return importlib.import_module(self.targets_module).targets_text(run_dir)
 
     def analyse(self, run_dir):
         """Turn a finished run's logs into tables, figures and report.md.
 
-        The experiment names its own analysis (e.g. ``analysis.smoke.build``), so
-        the framework never imports ``analysis/`` by name."""
-        raise NotImplementedError('%s gives no analysis' % self.name)
+        The experiment names its own analysis (``analysis_module``, whose build(run_dir) does
+        it), so the framework never imports ``analysis/`` by name."""
+        if self.analysis_module is None:
+            raise NotImplementedError('%s gives no analysis' % self.name)
+        importlib.import_module(self.analysis_module).build(run_dir)
 
     def main(self, argv=None):
         """Run the experiment from the command line; return the exit status."""
