@@ -91,9 +91,23 @@ def idle(manifest):
         return 'CPUs free to sleep when idle (--cpu-idle os; %s during the run)' % _sleeps(slept)
     effect = str(record.get('effect') or '')
     if not effect.startswith('in force'):
-        return 'CPUs not kept awake (%s)' % effect
+        return 'CPUs not kept awake (%s)' % effect + _servers(record)
     return ('CPUs kept out of sleeping idle states (PM QoS, %s%s)' % (
-        record.get('request'), '; yet %s during the run' % _sleeps(slept) if slept else ''))
+        record.get('request'), '; yet %s during the run' % _sleeps(slept) if slept else '')
+        + _servers(record))
+
+
+def _servers(record):
+    """' (the same on N other servers)' or which other servers the request missed."""
+    servers = record.get('servers')
+    if not isinstance(servers, dict) or not servers:
+        return ''
+    missed = sorted(name for name, r in servers.items()
+                    if not str((r or {}).get('effect') or '').startswith('in force'))
+    if not missed:
+        return ' (the same on %d other server%s)' % (len(servers), 's' * (len(servers) > 1))
+    return ' (not on %s: %s)' % (', '.join(missed), '; '.join(
+        str((servers[name] or {}).get('effect') or 'not recorded') for name in missed))
 
 
 def _sleeps(count):

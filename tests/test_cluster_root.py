@@ -273,4 +273,6 @@ def test_a_cpu_limited_host_on_the_second_server_gets_its_share(server, monkeypa
     finally:
         net.stop()
     assert group and not os.path.exists(group)
+    held = net.cpu_idle_record()['servers'][server.name]    # the other server's request
+    assert held['mode'] == 'poll' and held['in_force_us'] == 0, held
     _assert_nothing_left(server)

@@ -74,3 +74,14 @@ def test_the_machine_line_says_whether_the_cpus_were_kept_awake():
         'CPUs free to sleep when idle (--cpu-idle os; 42 sleeps during the run)'
     assert machine.describe(HOST) == '2 CPUs, 16.0 GiB memory'
     assert machine.describe(dict(HOST, cpu_idle=None)) == '2 CPUs, 16.0 GiB memory'
+
+
+def test_the_machine_line_names_other_servers_the_request_missed():
+    """A cluster run's record carries each other server's: all in force is one short clause;
+    one that could not hold it (or never reported) is named with why."""
+    record = dict(_record(), servers={'vm2': _record()})
+    assert machine.idle({'cpu_idle': record}).endswith('0 us) (the same on 1 other server)')
+    record['servers']['vm3'] = {'effect': 'not in force: cannot hold /dev/cpu_dma_latency'}
+    record['servers']['vm4'] = None
+    assert machine.idle({'cpu_idle': record}).endswith(
+        '(not on vm3, vm4: not in force: cannot hold /dev/cpu_dma_latency; not recorded)')

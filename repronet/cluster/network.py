@@ -18,7 +18,8 @@ other server (``agent record``) the host shells and their namespaces, beside the
 ``launch.py`` records and the cgroups ``agent cgroup`` made. ``stop()`` tears down like the
 emulation backend, then clears each server's record (``agent clear``) and ends the control
 masters, so nothing of the run is left on any server, whatever the exit path;
-``clean_remote`` does the same after a crash.
+``clean_remote`` does the same after a crash. Each other server also holds the run's CPU
+idle-state request (``repronet.cluster.idle``), recorded in ``cpu_idle.servers``.
 
 :class:`ClusterContext` is the runner's ``RunContext`` with faults (kill, pause, resume)
 sent to a remote node's process group on its server.
@@ -29,6 +30,7 @@ import signal
 import sys
 
 from repronet.cluster import links as cluster_links
+from repronet.cluster.idle import RemoteIdle
 from repronet.cluster.nodes import ClusterHost, RemoteNodeProcess
 from repronet.cluster.ssh import REMOTE_DIR, ClusterError, Machine, remove_stale_sockets
 from repronet.emu import cpulimit
@@ -45,6 +47,7 @@ class ClusterNetwork(Network):
         self.tunnel = tunnel
         super().__init__(topo, **kwargs)
         self._recorded = False
+        self.remote_idle = []               # RemoteIdle per other server, from start()
         try:
             self.remote_limits = remote_limits(topo, machines, placement)
         except cpulimit.CpuLimitError as e:
@@ -64,6 +67,7 @@ class ClusterNetwork(Network):
         for machine in self.remote():
             machine.connect()
             machine.agent('clear', REMOTE_DIR)
+            self.remote_idle.append(RemoteIdle(machine, self.cpu_idle.mode).start())
         built = self.on_built
         self.on_built = lambda network: (built and built(network), self._record_remote())
         super().start()
@@ -114,7 +118,14 @@ class ClusterNetwork(Network):
         found['pids'] += [link.tunnel.pid for link in self.net.links
                           if getattr(link, 'tunnel', None) is not None]
         found['pids'] += [m.master.pid for m in self.remote() if m.master is not None]
+        found['pids'] += [hold.pid for hold in self.remote_idle if hold.pid]
         return found
+
+    def cpu_idle_record(self):
+        """This machine's idle-state record plus each other server's (after stop())."""
+        record = super().cpu_idle_record()
+        record['servers'] = {hold.machine.name: hold.record for hold in self.remote_idle}
+        return record
 
     def mechanisms(self):
         """The emulation's mechanisms plus where each host ran and how links crossed."""
@@ -147,6 +158,8 @@ class ClusterNetwork(Network):
             super().stop()
         except NetworkError as e:
             errors.append(str(e))
+        for hold in self.remote_idle:
+            hold.stop()
         for machine in self.remote():
             try:
                 machine.agent('clear', REMOTE_DIR)

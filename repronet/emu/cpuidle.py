@@ -24,8 +24,10 @@ anyway says so.
 """
 
 import glob
+import json
 import os
 import struct
+import sys
 
 MODES = ('poll', 'os')
 PATH = '/dev/cpu_dma_latency'
@@ -113,3 +115,24 @@ class IdleHold:
                 'states': {name: {'exit_latency_us': latency, 'entered_during_run': entered[name]}
                            for name, (latency, _) in sorted(now.items())},
                 'scope': 'this machine (not remote servers of --machines)'}
+
+
+def hold_until_eof(mode, stdin, stdout):
+    """``python3 -m repronet.emu.cpuidle MODE``: hold the request until stdin ends, then print
+    the record. The cluster backend runs this on each other server over an ssh connection of
+    its own (``repronet.cluster.idle``): the runner closes stdin at teardown, and if the runner
+    or its ssh dies, sshd closes stdin too, so the request never outlives the run."""
+    hold = IdleHold(mode).start()
+    stdout.write(json.dumps({'event': 'held', 'in_force_us': hold.in_force_us,
+                             'problem': hold.problem}) + '\n')
+    stdout.flush()
+    stdin.read()
+    hold.stop()
+    stdout.write(json.dumps(dict(hold.record(), event='record')) + '\n')
+    stdout.flush()
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 2 or sys.argv[1] not in MODES:
+        sys.exit('usage: python3 -m repronet.emu.cpuidle %s' % '|'.join(MODES))
+    hold_until_eof(sys.argv[1], sys.stdin, sys.stdout)

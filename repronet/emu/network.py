@@ -202,6 +202,10 @@ class Network:
             'cpu_idle': self.cpu_idle.record(),
         }
 
+    def cpu_idle_record(self):
+        """The idle-state record with the states entered during the run (after stop())."""
+        return self.cpu_idle.record()
+
     def ports(self):
         """Return which interface ends each link, e.g. h2-eth0 <-> s1-eth2."""
         if self.net is None:

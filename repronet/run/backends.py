@@ -105,8 +105,8 @@ def link_holds(net, name):
 def cpu_idle(net):
     """After teardown: the idle-state record with the states entered during the run (None
     for a simulated run, which has no CPUs to keep awake)."""
-    hold = getattr(net, 'cpu_idle', None)
-    return hold.record() if hold is not None else None
+    record = getattr(net, 'cpu_idle_record', None)
+    return record() if record is not None else None
 
 
 def node_record(node):
