@@ -181,6 +181,11 @@ class LinkEmulation:
         self._daemons = None
 
     @property
+    def shaped(self):
+        """True when some link direction has a rate (bw): HTB shapes it."""
+        return any(p.bw is not None for link in self.links for p in (link.forward, link.backward))
+
+    @property
     def needs_daemons(self):
         """True when some host pair needs delay, jitter or loss from linkdelay."""
         return self.mechanism == 'linkdelay' and self.paths is not None and \

@@ -17,6 +17,18 @@ mechanism produced its numbers:
   is off on the hosts' interfaces (packets leave the veth with partial
   checksums that nothing completes), so the builder turns ``tx``, ``tso`` and
   ``gso`` off on every host interface right after start and records it.
+- shaped links (``bw``): with segmentation offload on, a host's TCP hands HTB
+  packets of up to 64 KiB, split into segments only after the qdisc, so a message
+  sent after an idle spell leaves in one burst at veth speed, not at the link's
+  rate (a 42 KB message over 100 Mbit/s: 0.2-2.9 ms instead of 3.4). The builder
+  caps each shaped host interface's ``gso_max_size`` at what its rate carries in
+  GSO_WINDOW_S (200 us: 2,500 bytes at 100 Mbit/s, so one segment; 12,500 at 500), so
+  a burst leaves at most that much before a real link would have sent its last
+  byte (3.4-3.7 ms for that message), while fast links keep some batching: each GSO
+  packet is one packet for a delay daemon to hold, and turning GSO off cost a 500
+  Mbit/s TCP transfer with 1 ms 15 % of its rate, a 100 us window 1.2 cores of daemon
+  CPU against 0.6-0.8 at 200 us and 0.3 uncapped (benchmarks/lan_latency.py, load 2-2.6).
+  Recorded as ``gso_caps``.
 - hosts: ``repronet.emu.cpulimit.CPULimitedHost`` as soon as any host asks for a
   CPU limit (``cores=`` of one core, or Mininet's ``cpu=`` fraction of the machine), on
   cgroup v2 or v1 as the capability probe found; the limits are checked (and the
@@ -44,6 +56,7 @@ from mininet.nodelib import LinuxBridge
 from repronet.emu import capabilities, cpuidle, cpulimit, linkemu
 
 OFFLOADS = ('tx', 'tso', 'gso')
+GSO_WINDOW_S = 200e-6   # shaped links: a GSO packet carries at most this long at the link's rate
 
 
 class NetworkError(RuntimeError):
@@ -88,6 +101,8 @@ class Network:
         self.net = None
         self.controller = None
         self.offloads_off = []
+        self.offloads_off_features, self.offloads_off_why = (), None
+        self.gso_caps = {}          # {host interface: gso_max_size bytes}
         self._installed = False
         self._stopped = False
 
@@ -114,7 +129,9 @@ class Network:
             raise NetworkError('the OVS switches did not connect to the os-ken '
                                'controller within 30 s; see its log in logs/')
         if self.datapath == 'user':
-            self._offloads_off()
+            self._offloads_off(OFFLOADS, 'userspace datapath: partial checksums')
+        elif self.links.shaped:
+            self._cap_gso()
         try:
             self.links.install(self.net, log_dir=self.log_dir)
         finally:
@@ -160,14 +177,30 @@ class Network:
             self.controller = controller
             self.on_built(self)
 
-    def _offloads_off(self):
-        """Turn off checksum/segmentation offload on every host interface."""
+    def _cap_gso(self):
+        """Cap gso_max_size on each host interface with a rate (see the module docstring)."""
+        for host in self.net.hosts:
+            for intf in host.intfList():
+                bw = (getattr(intf, 'params', None) or {}).get('bw')
+                if intf.name == 'lo' or not bw:
+                    continue
+                size = max(int(bw * 1e6 / 8 * GSO_WINDOW_S), 1)
+                out, err, code = host.pexec(['ip', 'link', 'set', 'dev', intf.name,
+                                             'gso_max_size', str(size)])
+                if code != 0:
+                    raise NetworkError('cannot cap gso_max_size on %s: %s'
+                                       % (intf.name, err.strip()))
+                self.gso_caps[intf.name] = size
+
+    def _offloads_off(self, features, why):
+        """Turn off these offload features on every host interface."""
+        self.offloads_off_features, self.offloads_off_why = features, why
         for host in self.net.hosts:
             for intf in host.intfList():
                 if intf.name == 'lo':
                     continue
                 argv = ['ethtool', '-K', intf.name]
-                for feature in OFFLOADS:
+                for feature in features:
                     argv += [feature, 'off']
                 out, err, code = host.pexec(argv)
                 if code != 0:
@@ -190,9 +223,12 @@ class Network:
             if self.switch == 'osken' else None,
             'hosts': 'CPULimitedHost' if self.cpu_limits else 'Host',
             'cpu_limits': self.cpu_limits.record() if self.cpu_limits else None,
-            'offloads_off': {'features': list(OFFLOADS),
+            'offloads_off': {'features': list(self.offloads_off_features),
+                             'why': self.offloads_off_why,
                              'interfaces': list(self.offloads_off)}
             if self.offloads_off else None,
+            'gso_caps': {'window_us': GSO_WINDOW_S * 1e6, 'max_size': dict(self.gso_caps)}
+            if self.gso_caps else None,
             'link_mechanism': self.links.mechanism,
             'links': self.links.records(),
             'link_daemons': self.links.daemon_schedule(),
