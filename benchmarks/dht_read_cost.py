@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""What the real index server spends per read() and per name of a REGISTER: the test of the
+per-read hypothesis of issue 13 on the real process, not on the simulator's model.
+
+Why: the simulator charges a callback and a byte (``--sim-cost``) and delivers a 42 KB
+REGISTER as one callback (one 64 KiB train), but the emulated index server paid less per
+name for Part III's one 2,000-name message than the fit on Part I's 250-name ones, and less
+again with 2-8 clients. The hypothesis: the real server pays per read(); idle, it wakes and
+reads per packet as a shaped link delivers them; busy, it takes many packets per read.
+
+How: two network namespaces of this script's own joined by a veth pair, offloads off as the
+emulation's hosts have them, optionally shaped by HTB at ``--bw`` Mbit/s both ways (dht8's
+links; the emulation's 0.05 ms holds of its delay daemons are left out). The real
+``python -m nodes.dht.server`` (asyncio) runs in one namespace with a one-server ring (Part
+III); a client process in the other opens ``--clients`` connections and, per round, sends one
+REGISTER of n unique names on each at once (threads), then waits for every Ack. Per
+condition (shaped or not x names x clients) a fresh server; after a warm-up round the
+server's CPU time is read from ``/proc/PID/task/*/schedstat`` and its ``recvfrom`` and
+``epoll_wait`` system calls are counted by ``perf stat`` on the syscall tracepoints (enabled
+for the measured rounds only). Unshaped, a message arrives in a few reads; shaped, in about
+one per packet: the same bytes and names, so the CPU difference over the read difference is
+the cost of a read. A least-squares line CPU = a + r x reads + c x names over all conditions
+gives r (per read) and c (per name). Nothing is asserted; load averages are printed.
+
+    sudo /usr/bin/python3 benchmarks/dht_read_cost.py [--names 250,2000] [--clients 1,8]
+        [--messages 30] [--bw 100] [--repeat 2]
+"""
+
+import argparse
+import glob
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from nodes.dht import codec                                     # noqa: E402
+
+SERVER_IP, CLIENT_IP, PORT = '10.213.0.1', '10.213.0.2', 7000
+HOLDER = '10.0.0.9:8000'
+EVENTS = ('syscalls:sys_enter_recvfrom', 'syscalls:sys_enter_epoll_wait')
+
+
+def _run(argv):
+    """Run a setup command; RuntimeError with its stderr if it fails."""
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError('%s failed: %s' % (' '.join(argv), done.stderr.strip()))
+
+
+class Pair:
+    """Two namespaces of this process joined by a veth pair; removed on exit."""
+
+    def __init__(self):
+        tag = os.getpid()
+        self.server_ns, self.client_ns = 'rcost%d-s' % tag, 'rcost%d-c' % tag
+        self.ends = {self.server_ns: 'rc%ds' % tag, self.client_ns: 'rc%dc' % tag}
+        self.made = []
+
+    def __enter__(self):
+        for ns in self.ends:
+            _run(['ip', 'netns', 'add', ns])
+            self.made.append(ns)
+        s, c = self.ends[self.server_ns], self.ends[self.client_ns]
+        _run(['ip', 'link', 'add', s, 'netns', self.server_ns, 'type', 'veth',
+              'peer', 'name', c, 'netns', self.client_ns])
+        for ns, ip in ((self.server_ns, SERVER_IP), (self.client_ns, CLIENT_IP)):
+            end = self.ends[ns]
+            _run(['ip', '-n', ns, 'addr', 'add', ip + '/24', 'dev', end])
+            _run(['ip', '-n', ns, 'link', 'set', end, 'up'])
+            _run(['ip', '-n', ns, 'link', 'set', 'lo', 'up'])
+            _run(['ip', 'netns', 'exec', ns, 'ethtool', '-K', end, 'tx', 'off', 'tso', 'off',
+                  'gso', 'off'])
+        return self
+
+    def shape(self, bw):
+        """HTB at bw Mbit/s on both ends (None: no qdisc of ours)."""
+        for ns, end in self.ends.items():
+            subprocess.run(['ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'del', 'dev', end, 'root'],
+                           capture_output=True)
+            if bw:
+                quantum = min(max(int(bw * 1e6 / 8 / 10), 1000), 200000)   # as linkemu does
+                _run(['ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', end, 'root',
+                      'handle', '5:', 'htb', 'default', '1'])
+                _run(['ip', 'netns', 'exec', ns, 'tc', 'class', 'add', 'dev', end, 'parent',
+                      '5:', 'classid', '5:1', 'htb', 'rate', '%gMbit' % bw, 'burst', '15k',
+                      'quantum', str(quantum)])
+
+    def __exit__(self, *exc):
+        for ns in reversed(self.made):
+            subprocess.run(['ip', 'netns', 'del', ns], capture_output=True)
+
+
+def cpu_ns(pid):
+    """Nanoseconds pid's threads have run (schedstat's first field)."""
+    total = 0
+    for path in glob.glob('/proc/%d/task/*/schedstat' % pid):
+        with open(path) as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+class SyscallCount:
+    """perf stat on pid's syscall tracepoints, enabled and disabled on request."""
+
+    def __init__(self, pid, folder):
+        self.ctl, self.ack = folder / 'ctl', folder / 'ack'
+        self.out = folder / 'perf.csv'
+        for fifo in (self.ctl, self.ack):
+            os.mkfifo(fifo)
+        self.proc = subprocess.Popen(
+            ['perf', 'stat', '-x,', '-o', str(self.out), '-D', '-1', '--control',
+             'fifo:%s,%s' % (self.ctl, self.ack), '-e', ','.join(EVENTS), '-p', str(pid)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.ctl_f = open(self.ctl, 'w')
+        self.ack_f = open(self.ack)
+
+    def command(self, word):
+        """Send enable/disable and wait for perf's ack."""
+        self.ctl_f.write(word + '\n')
+        self.ctl_f.flush()
+        self.ack_f.readline()
+
+    def counts(self):
+        """Stop perf; {event: count}."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(10)
+        self.ctl_f.close()
+        self.ack_f.close()
+        out = {}
+        for line in self.out.read_text().splitlines():
+            parts = line.split(',')
+            if len(parts) > 2 and parts[2] in EVENTS:
+                out[parts[2]] = int(parts[0]) if parts[0].isdigit() else None
+        return out
+
+
+def start_server(ns):
+    """The real index server in ns, ready; its Popen."""
+    proc = subprocess.Popen(
+        ['ip', 'netns', 'exec', ns, sys.executable, '-m', 'nodes.dht.server', '--name', 's1',
+         '--listen', '%s:%d' % (SERVER_IP, PORT), '--servers', 's1=%s:%d' % (SERVER_IP, PORT)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)))
+    line = proc.stdout.readline()
+    if '"ready"' not in line:
+        proc.kill()
+        raise RuntimeError('the index server did not become ready: %r' % line)
+    return proc
+
+
+def condition(pair, bw, names, clients, messages):
+    """One fresh server and one client run; the measured figures per message."""
+    pair.shape(bw)
+    server = start_server(pair.server_ns)
+    folder = pathlib.Path(tempfile.mkdtemp(prefix='rcost-'))
+    try:
+        perf = SyscallCount(server.pid, folder)
+        client = subprocess.Popen(
+            ['ip', 'netns', 'exec', pair.client_ns, sys.executable, __file__, '--role',
+             'client', '--names', str(names), '--clients', str(clients), '--messages',
+             str(messages)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if client.stdout.readline().strip() != 'warm':
+            raise RuntimeError('the client did not finish its warm-up round')
+        perf.command('enable')
+        before = cpu_ns(server.pid)
+        client.stdin.write('go\n')
+        client.stdin.flush()
+        result = json.loads(client.stdout.readline())
+        after = cpu_ns(server.pid)
+        perf.command('disable')
+        client.wait(30)
+        counts = perf.counts()
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
+    n = clients * messages
+    reads = counts.get(EVENTS[0])
+    return dict(bw=bw or 0, names=names, clients=clients, messages=n,
+                bytes=result['frame_bytes'], cpu_ms=(after - before) / 1e6 / n,
+                reads=reads / n if reads is not None else float('nan'),
+                wakeups=(counts.get(EVENTS[1]) or 0) / n, wall_s=result['seconds'])
+
+
+def client_main(args):
+    """Client role (inside the client namespace): warm-up round, 'warm', wait for 'go',
+    the measured rounds, one JSON line."""
+    socks = []
+    for _ in range(args.clients):
+        s = socket.create_connection((SERVER_IP, PORT))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks.append(s)
+    frames = [[codec.encode(codec.Register(m + 1, HOLDER, tuple(
+        'p%d-m%04d-%06d.bin' % (c % 10, m, i) for i in range(args.names))))
+        for c in range(args.clients)] for m in range(args.messages + 1)]
+    barrier = threading.Barrier(args.clients)
+
+    def one(c, rounds):
+        decoder, sock = codec.Decoder(), socks[c]
+        for m in rounds:
+            barrier.wait()
+            sock.sendall(frames[m][c])
+            got = []
+            while not got:
+                data = sock.recv(65536)
+                if not data:
+                    raise RuntimeError('the server closed the connection')
+                got = [x for x in decoder.feed(data) if isinstance(x, codec.Ack)]
+
+    def rounds(which):
+        threads = [threading.Thread(target=one, args=(c, which)) for c in range(args.clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    rounds([0])
+    print('warm', flush=True)
+    sys.stdin.readline()
+    t0 = time.monotonic()
+    rounds(range(1, args.messages + 1))
+    print(json.dumps({'seconds': time.monotonic() - t0, 'frame_bytes': len(frames[1][0])}),
+          flush=True)
+    return 0
+
+
+def fit(rows):
+    """(a, per read, per name) in ms by least squares over rows."""
+    import numpy as np
+    x = np.array([[1.0, r['reads'], r['names']] for r in rows])
+    y = np.array([r['cpu_ms'] for r in rows])
+    return np.linalg.lstsq(x, y, rcond=None)[0]
+
+
+def _ints(text):
+    return [int(v) for v in text.split(',') if v.strip()]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--names', default='250,2000', help='names per REGISTER (comma list)')
+    p.add_argument('--clients', default='1,8', help='connections sending at once (list)')
+    p.add_argument('--messages', type=int, default=30, help='measured rounds per condition')
+    p.add_argument('--bw', type=float, default=100.0, help='shaped conditions\' Mbit/s')
+    p.add_argument('--repeat', type=int, default=2, help='passes over all conditions')
+    p.add_argument('--role', choices=('main', 'client'), default='main', help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    try:
+        args.names, args.clients = _ints(args.names), _ints(args.clients)
+    except ValueError:
+        p.error('--names and --clients take comma-separated whole numbers')
+    if args.role == 'client':
+        args.names, args.clients = args.names[0], args.clients[0]
+        return client_main(args)
+    if not all(1 <= n <= 20000 for n in args.names) or not all(1 <= c <= 64 for c in args.clients):
+        p.error('--names must be 1 to 20000 and --clients 1 to 64')
+    if not 1 <= args.messages <= 10000 or not 1 <= args.repeat <= 100 or not 1 <= args.bw <= 10000:
+        p.error('--messages must be 1 to 10000, --repeat 1 to 100, --bw 1 to 10000')
+    if os.geteuid() != 0:
+        p.error('run as root: it makes two network namespaces and a shaped veth pair')
+    missing = [t for t in ('ip', 'tc', 'ethtool', 'perf') if shutil.which(t) is None]
+    if missing:
+        p.error('needs %s on PATH' % ', '.join(missing))
+    print('load average %s (before)' % ' '.join('%.2f' % v for v in os.getloadavg()))
+    rows = []
+    with Pair() as pair:
+        for rep in range(args.repeat):
+            for bw in (None, args.bw):
+                for names in args.names:
+                    for clients in args.clients:
+                        r = condition(pair, bw, names, clients, args.messages)
+                        rows.append(r)
+                        print('pass %d  %-9s %5d names (%6d B) x %d client(s): server CPU %7.3f'
+                              ' ms/msg, %5.1f reads/msg, %5.1f epoll_wait/msg, %.2f s, load %.2f'
+                              % (rep + 1, '%g Mbit/s' % bw if bw else 'unshaped', names,
+                                 r['bytes'], clients, r['cpu_ms'], r['reads'], r['wakeups'],
+                                 r['wall_s'], os.getloadavg()[0]), flush=True)
+    a, per_read, per_name = fit(rows)
+    print('least squares over %d conditions: server CPU per message = %.1f us + %.1f us per '
+          'read + %.2f us per name' % (len(rows), a * 1e3, per_read * 1e3, per_name * 1e3))
+    print('load average %s (after)' % ' '.join('%.2f' % v for v in os.getloadavg()))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
