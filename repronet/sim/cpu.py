@@ -33,8 +33,8 @@ PER_READ = '/read'
 
 
 class CpuModel:
-    """Cores shared by every node, one thread per node, a cost per callback and per byte
-    received by node kind."""
+    """Cores shared by every node, one thread per node, a cost per callback, per byte
+    received and per read by node kind."""
 
     def __init__(self, engine, cores, costs):
         self.engine = engine
@@ -95,7 +95,7 @@ class CpuModel:
         out = {'cores': len(self.free), 'seconds_per_callback': self.costs,
                'seconds_per_byte_received': self.per_byte}
         if self.per_read:
-            out.update(seconds_per_read=self.per_read, reads=self.reads,
+            out.update(seconds_per_read=self.per_read,
                        reads_model='a read per packet that finds the thread idle; packets '
                                    'arriving while it is busy share the next read')
         return out
