@@ -31,6 +31,7 @@ import glob
 import json
 import os
 import pathlib
+import select
 import shutil
 import signal
 import socket
@@ -121,21 +122,24 @@ class SyscallCount:
             ['perf', 'stat', '-x,', '-o', str(self.out), '-D', '-1', '--control',
              'fifo:%s,%s' % (self.ctl, self.ack), '-e', ','.join(EVENTS), '-p', str(pid)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.ctl_f = open(self.ctl, 'w')
-        self.ack_f = open(self.ack)
+        # O_RDWR: opening a FIFO so never blocks, even if perf failed to start
+        self.ctl_fd = os.open(self.ctl, os.O_RDWR)
+        self.ack_fd = os.open(self.ack, os.O_RDWR)
 
     def command(self, word):
-        """Send enable/disable and wait for perf's ack."""
-        self.ctl_f.write(word + '\n')
-        self.ctl_f.flush()
-        self.ack_f.readline()
+        """Send enable/disable and wait for perf's ack (RuntimeError after 10 s)."""
+        os.write(self.ctl_fd, word.encode() + b'\n')
+        if not select.select([self.ack_fd], [], [], 10)[0]:
+            raise RuntimeError('perf stat did not acknowledge %r (see: perf stat -e %s)'
+                               % (word, EVENTS[0]))
+        os.read(self.ack_fd, 64)
 
     def counts(self):
         """Stop perf; {event: count}."""
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(10)
-        self.ctl_f.close()
-        self.ack_f.close()
+        os.close(self.ctl_fd)
+        os.close(self.ack_fd)
         out = {}
         for line in self.out.read_text().splitlines():
             parts = line.split(',')
@@ -262,8 +266,8 @@ def main(argv=None):
     if args.role == 'client':
         args.names, args.clients = args.names[0], args.clients[0]
         return client_main(args)
-    if not all(1 <= n <= 20000 for n in args.names) or not all(1 <= c <= 64 for c in args.clients):
-        p.error('--names must be 1 to 20000 and --clients 1 to 64')
+    if not all(1 <= n <= 20000 for n in args.names) or not all(1 <= c <= 10 for c in args.clients):
+        p.error('--names must be 1 to 20000 and --clients 1 to 10 (names are unique per client)')
     if not 1 <= args.messages <= 10000 or not 1 <= args.repeat <= 100 or not 1 <= args.bw <= 10000:
         p.error('--messages must be 1 to 10000, --repeat 1 to 100, --bw 1 to 10000')
     if os.geteuid() != 0:
