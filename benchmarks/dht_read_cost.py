@@ -9,21 +9,32 @@ again with 2-8 clients. The hypothesis: the real server pays per read(); idle, i
 reads per packet as a shaped link delivers them; busy, it takes many packets per read.
 
 How: two network namespaces of this script's own joined by a veth pair, offloads off as the
-emulation's hosts have them, optionally shaped by HTB at ``--bw`` Mbit/s both ways (dht8's
-links; the emulation's 0.05 ms holds of its delay daemons are left out). The real
-``python -m nodes.dht.server`` (asyncio) runs in one namespace with a one-server ring (Part
-III); a client process in the other opens ``--clients`` connections and, per round, sends one
-REGISTER of n unique names on each at once (threads), then waits for every Ack. Per
-condition (shaped or not x names x clients) a fresh server; after a warm-up round the
+emulation's hosts have them. The real ``python -m nodes.dht.server`` (asyncio) runs in one
+with a one-server ring (Part III); a client process in the other opens ``--clients``
+connections and, per round, sends one REGISTER of n unique names on each at once (threads),
+then waits for every Ack. Three ways the bytes arrive:
+
+* ``whole``: one write, no shaping (the frame arrives at once: one or two reads);
+* ``htb``: one write through HTB at ``--bw`` Mbit/s both ways, dht8's links (the
+  emulation's 0.05 ms holds of its delay daemons are left out): as this machine's kernel
+  delivers a shaped flow;
+* ``emu``: ``htb`` plus the emulation's delay daemon (``repronet/emu/linkdelay``, as
+  ``linkemu_daemon`` starts it: NFQUEUE at the server's ingress, two holds of 50 us, dht8's
+  two links of 0.05 ms): the path an emulated dht8 index server is read through, less the
+  bridge;
+* ``paced``: one write per 1,448-byte segment, ``--gap`` microseconds apart (TCP_NODELAY),
+  no shaping: what a link that delivers packet by packet would give an idle server.
+
+Per condition (arrival x names x clients) a fresh server; after a warm-up round the
 server's CPU time is read from ``/proc/PID/task/*/schedstat`` and its ``recvfrom`` and
 ``epoll_wait`` system calls are counted by ``perf stat`` on the syscall tracepoints (enabled
-for the measured rounds only). Unshaped, a message arrives in a few reads; shaped, in about
-one per packet: the same bytes and names, so the CPU difference over the read difference is
-the cost of a read. A least-squares line CPU = a + r x reads + c x names over all conditions
-gives r (per read) and c (per name). Nothing is asserted; load averages are printed.
+for the measured rounds only). The same bytes and names arrive in few or many reads, so the
+CPU difference over the read difference is the cost of a read: a least-squares line CPU = a
++ r x reads + c x names over all conditions gives r (per read) and c (per name). Nothing is
+asserted; load averages are printed.
 
     sudo /usr/bin/python3 benchmarks/dht_read_cost.py [--names 250,2000] [--clients 1,8]
-        [--messages 30] [--bw 100] [--repeat 2]
+        [--arrivals whole,htb,emu,paced] [--messages 30] [--bw 100] [--gap 200] [--repeat 2]
 """
 
 import argparse
@@ -48,6 +59,7 @@ from nodes.dht import codec                                     # noqa: E402
 
 SERVER_IP, CLIENT_IP, PORT = '10.213.0.1', '10.213.0.2', 7000
 HOLDER = '10.0.0.9:8000'
+LINKDELAY = str(REPO / 'repronet' / 'emu' / 'linkdelay' / 'linkdelay')
 EVENTS = ('syscalls:sys_enter_recvfrom', 'syscalls:sys_enter_epoll_wait')
 
 
@@ -66,6 +78,7 @@ class Pair:
         self.server_ns, self.client_ns = 'rcost%d-s' % tag, 'rcost%d-c' % tag
         self.ends = {self.server_ns: 'rc%ds' % tag, self.client_ns: 'rc%dc' % tag}
         self.made = []
+        self.daemon = None
 
     def __enter__(self):
         for ns in self.ends:
@@ -96,7 +109,36 @@ class Pair:
                       '5:', 'classid', '5:1', 'htb', 'rate', '%gMbit' % bw, 'burst', '15k',
                       'quantum', str(quantum)])
 
+    def hold(self, on):
+        """Start (on) or stop the delay daemon holding what reaches the server for 2 x 50 us."""
+        if on and self.daemon is None:
+            conf = pathlib.Path(tempfile.mkdtemp(prefix='rcost-')) / 'linkdelay.conf'
+            conf.write_text('%s 0.000000000 2 50 0 50 0\n' % CLIENT_IP)
+            self.daemon = subprocess.Popen(
+                ['ip', 'netns', 'exec', self.server_ns, LINKDELAY, '--config', str(conf),
+                 '--queue', '0', '--seed', '1', '--host-id', '1', '--control-stdin', '--gso',
+                 '--rt-priority', '10', '--rt-budget-ms', '200', '--spin-us', '100',
+                 '--spin-permille', '500'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True)
+            if '"ready"' not in self.daemon.stdout.readline():
+                raise RuntimeError('the delay daemon did not start (%s)' % LINKDELAY)
+            _run(['ip', 'netns', 'exec', self.server_ns, 'iptables', '-w', '-t', 'raw', '-A',
+                  'PREROUTING', '-i', self.ends[self.server_ns], '-j', 'NFQUEUE',
+                  '--queue-num', '0'])
+        elif not on and self.daemon is not None:
+            _run(['ip', 'netns', 'exec', self.server_ns, 'iptables', '-w', '-t', 'raw', '-F',
+                  'PREROUTING'])
+            self.daemon.terminate()
+            stats = [json.loads(line) for line in self.daemon.stdout if '"stats"' in line]
+            self.daemon.wait(10)
+            self.daemon = None
+            return stats[-1] if stats else None
+        return None
+
     def __exit__(self, *exc):
+        if self.daemon is not None:
+            self.daemon.kill()
+            self.daemon.wait(10)
         for ns in reversed(self.made):
             subprocess.run(['ip', 'netns', 'del', ns], capture_output=True)
 
@@ -162,9 +204,16 @@ def start_server(ns):
     return proc
 
 
-def condition(pair, bw, names, clients, messages):
+ARRIVALS = ('whole', 'htb', 'emu', 'paced')
+MSS = 1448
+
+
+def condition(pair, arrival, names, clients, args):
     """One fresh server and one client run; the measured figures per message."""
-    pair.shape(bw)
+    messages = args.messages
+    pair.shape(args.bw if arrival in ('htb', 'emu') else None)
+    pair.hold(False)
+    pair.hold(arrival == 'emu')
     server = start_server(pair.server_ns)
     folder = pathlib.Path(tempfile.mkdtemp(prefix='rcost-'))
     try:
@@ -172,7 +221,8 @@ def condition(pair, bw, names, clients, messages):
         client = subprocess.Popen(
             ['ip', 'netns', 'exec', pair.client_ns, sys.executable, __file__, '--role',
              'client', '--names', str(names), '--clients', str(clients), '--messages',
-             str(messages)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             str(messages), '--gap', str(args.gap if arrival == 'paced' else 0)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if client.stdout.readline().strip() != 'warm':
             raise RuntimeError('the client did not finish its warm-up round')
         perf.command('enable')
@@ -189,11 +239,13 @@ def condition(pair, bw, names, clients, messages):
         server.wait(10)
         shutil.rmtree(folder, ignore_errors=True)
     n = clients * messages
+    held = pair.hold(False) if arrival == 'emu' else None
     reads = counts.get(EVENTS[0])
-    return dict(bw=bw or 0, names=names, clients=clients, messages=n,
+    return dict(arrival=arrival, names=names, clients=clients, messages=n,
                 bytes=result['frame_bytes'], cpu_ms=(after - before) / 1e6 / n,
                 reads=reads / n if reads is not None else float('nan'),
-                wakeups=(counts.get(EVENTS[1]) or 0) / n, wall_s=result['seconds'])
+                wakeups=(counts.get(EVENTS[1]) or 0) / n, wall_s=result['seconds'],
+                held=held and dict(packets=held['accepted'], late_us=held['late_us_mean']))
 
 
 def client_main(args):
@@ -213,7 +265,12 @@ def client_main(args):
         decoder, sock = codec.Decoder(), socks[c]
         for m in rounds:
             barrier.wait()
-            sock.sendall(frames[m][c])
+            frame = frames[m][c]
+            if not args.gap:
+                sock.sendall(frame)
+            for i in range(0, len(frame) if args.gap else 0, MSS):
+                sock.sendall(frame[i:i + MSS])
+                time.sleep(args.gap / 1e6)
             got = []
             while not got:
                 data = sock.recv(65536)
@@ -255,7 +312,11 @@ def main(argv=None):
     p.add_argument('--names', default='250,2000', help='names per REGISTER (comma list)')
     p.add_argument('--clients', default='1,8', help='connections sending at once (list)')
     p.add_argument('--messages', type=int, default=30, help='measured rounds per condition')
-    p.add_argument('--bw', type=float, default=100.0, help='shaped conditions\' Mbit/s')
+    p.add_argument('--arrivals', default=','.join(ARRIVALS), help='how the bytes arrive '
+                   '(comma list of %s)' % ', '.join(ARRIVALS))
+    p.add_argument('--bw', type=float, default=100.0, help='htb arrivals: Mbit/s')
+    p.add_argument('--gap', type=float, default=200.0, help='paced arrivals: microseconds '
+                   'between segments')
     p.add_argument('--repeat', type=int, default=2, help='passes over all conditions')
     p.add_argument('--role', choices=('main', 'client'), default='main', help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -268,27 +329,36 @@ def main(argv=None):
         return client_main(args)
     if not all(1 <= n <= 20000 for n in args.names) or not all(1 <= c <= 10 for c in args.clients):
         p.error('--names must be 1 to 20000 and --clients 1 to 10 (names are unique per client)')
-    if not 1 <= args.messages <= 10000 or not 1 <= args.repeat <= 100 or not 1 <= args.bw <= 10000:
-        p.error('--messages must be 1 to 10000, --repeat 1 to 100, --bw 1 to 10000')
+    if not 1 <= args.messages <= 10000 or not 1 <= args.repeat <= 100 or \
+            not 1 <= args.bw <= 10000 or not 0 < args.gap <= 100000:
+        p.error('--messages must be 1 to 10000, --repeat 1 to 100, --bw 1 to 10000 and '
+                '--gap in (0, 100000] us')
+    args.arrivals = [a for a in args.arrivals.split(',') if a]
+    if not args.arrivals or set(args.arrivals) - set(ARRIVALS):
+        p.error('--arrivals takes a comma list of %s' % ', '.join(ARRIVALS))
     if os.geteuid() != 0:
         p.error('run as root: it makes two network namespaces and a shaped veth pair')
-    missing = [t for t in ('ip', 'tc', 'ethtool', 'perf') if shutil.which(t) is None]
+    missing = [t for t in ('ip', 'tc', 'ethtool', 'perf', 'iptables') if shutil.which(t) is None]
     if missing:
         p.error('needs %s on PATH' % ', '.join(missing))
+    if 'emu' in args.arrivals and not os.access(LINKDELAY, os.X_OK):
+        p.error('--arrivals emu needs the delay daemon: make -C repronet/emu/linkdelay')
     print('load average %s (before)' % ' '.join('%.2f' % v for v in os.getloadavg()))
     rows = []
     with Pair() as pair:
         for rep in range(args.repeat):
-            for bw in (None, args.bw):
+            for arrival in args.arrivals:
                 for names in args.names:
                     for clients in args.clients:
-                        r = condition(pair, bw, names, clients, args.messages)
+                        r = condition(pair, arrival, names, clients, args)
                         rows.append(r)
-                        print('pass %d  %-9s %5d names (%6d B) x %d client(s): server CPU %7.3f'
-                              ' ms/msg, %5.1f reads/msg, %5.1f epoll_wait/msg, %.2f s, load %.2f'
-                              % (rep + 1, '%g Mbit/s' % bw if bw else 'unshaped', names,
+                        print('pass %d  %-5s %5d names (%6d B) x %d client(s): server CPU %7.3f'
+                              ' ms/msg, %5.1f reads/msg, %5.1f epoll_wait/msg, %5.1f ms/round, load %.2f'
+                              % (rep + 1, arrival, names,
                                  r['bytes'], clients, r['cpu_ms'], r['reads'], r['wakeups'],
-                                 r['wall_s'], os.getloadavg()[0]), flush=True)
+                                 1e3 * r['wall_s'] / args.messages, os.getloadavg()[0]) + (
+                                  '; daemon held %(packets)d packets, %(late_us).0f us late '
+                                  'on average' % r['held'] if r['held'] else ''), flush=True)
     a, per_read, per_name = fit(rows)
     print('least squares over %d conditions: server CPU per message = %.1f us + %.1f us per '
           'read + %.2f us per name' % (len(rows), a * 1e3, per_read * 1e3, per_name * 1e3))
