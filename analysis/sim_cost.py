@@ -28,13 +28,6 @@ there. The emulated time includes the delay daemons' own lateness in releasing h
 (the emulator's error, not the system's, ~one hold per callback on the path): it is printed
 beside the fit and left inside ``base``, so the flag predicts the emulation; the system alone
 would be ``base`` minus that lateness.
-
-``--per-read SECONDS`` (what ``benchmarks/dht_read_cost.py`` measured on the real index
-server) is held fixed, not fitted: the index server is also charged that per read
-(``nodes.dht.server/read``). On the one-client points the server is idle, so it reads each
-packet as it arrives and only the read that takes a request's last packet adds to the
-request's time (the others overlap the arrival, as long as a read is shorter than a
-packet's time on the link, 121 us at 100 Mbit/s): one read per request on the path.
 """
 
 import argparse
@@ -52,7 +45,6 @@ from nodes.dht import codec
 
 KINDS = ('nodes.dht.server', 'nodes.dht.client', 'nodes.dht.peer')
 FEATURES = ('callbacks', 'server_bytes', 'client_bytes')
-READS = 'server_reads'              # reads on the path that add time (held fixed)
 TRAIN = 65536                       # the simulator's stream train: one callback per train
 _DIGEST = b'\0' * 32
 
@@ -110,24 +102,17 @@ def op_features(rec):
     return 0, 0, 0
 
 
-def op_reads(rec):
-    """Index server reads that add to one op's time (the read of its request's last
-    packet: one for a search, a REGISTER or the search before a download)."""
-    return 1 if rec.get('op') in ('search', 'register', 'unregister', 'download') else 0
-
-
 def point_features(emu_dir, point):
-    """Mean over the point's clients of the summed op_features (and op_reads, last) of
-    each client's log."""
+    """Mean over the point's clients of the summed op_features of each client's log."""
     sums = []
     for path in sorted(glob.glob(str(pathlib.Path(emu_dir) / 'logs' /
                                      ('p%03d-client-*.jsonl' % int(point))))):
-        total = np.zeros(len(FEATURES) + 1)
+        total = np.zeros(len(FEATURES))
         with open(path) as f:
             for line in f:
                 rec = json.loads(line)
                 if rec.get('event') == 'op' and rec.get('ok'):
-                    total += op_features(rec) + (op_reads(rec),)
+                    total += op_features(rec)
         sums.append(total)
     if not sums:
         raise ValueError('%s has no client log of point %s (logs/p%03d-client-*.jsonl)'
@@ -154,22 +139,15 @@ def fit_rows(emu_dir, sim_dir, parts=('I',), clients=1):
         feats = np.mean([point_features(emu_dir, p) for p in group['point']], axis=0)
         rows.append(dict(zip(key, k), emu_ms=group['time_per_op_ms'].mean(),
                          sim_ms=other.mean(), ops=group['ops_per_client'].mean(),
-                         **dict(zip(FEATURES + (READS,), feats))))
+                         **dict(zip(FEATURES, feats))))
     return pd.DataFrame(rows)
 
 
-def _read_ms(rows, per_read):
-    """ms per operation the fixed per-read charge adds to each row."""
-    if not per_read:
-        return np.zeros(len(rows))
-    return rows[READS].to_numpy(float) / rows['ops'].to_numpy(float) * 1000.0 * per_read
-
-
-def fit(rows, per_read=0.0):
+def fit(rows):
     """(base, server_byte, client_byte) seconds, >= 0, minimising the squared relative error
-    of sim + charges (per_read held fixed) against emu over rows."""
+    of sim + charges against emu over rows."""
     x = rows[list(FEATURES)].to_numpy(float) / rows[['ops']].to_numpy(float) * 1000.0  # ms/op
-    y = (rows['emu_ms'] - rows['sim_ms']).to_numpy(float) - _read_ms(rows, per_read)
+    y = (rows['emu_ms'] - rows['sim_ms']).to_numpy(float)
     w = 1.0 / rows['emu_ms'].to_numpy(float)
     active = list(range(len(FEATURES)))
     theta = np.zeros(len(FEATURES))
@@ -182,21 +160,18 @@ def fit(rows, per_read=0.0):
     return tuple(float(v) for v in theta)
 
 
-def predicted_ms(rows, theta, per_read=0.0):
+def predicted_ms(rows, theta):
     """The linear prediction of each fitted row's ms per operation."""
     x = rows[list(FEATURES)].to_numpy(float) / rows[['ops']].to_numpy(float) * 1000.0
-    return rows['sim_ms'].to_numpy(float) + x @ np.asarray(theta) + _read_ms(rows, per_read)
+    return rows['sim_ms'].to_numpy(float) + x @ np.asarray(theta)
 
 
-def flag(theta, per_read=0.0):
-    """The --sim-cost value of (base, server_byte, client_byte) and the index server's
-    per-read charge."""
+def flag(theta):
+    """The --sim-cost value of (base, server_byte, client_byte)."""
     base, server_byte, client_byte = theta
     items = ['%s=%.3g' % (kind, base) for kind in KINDS]
     items += ['%s/byte=%.3g' % (kind, v) for kind, v in
               (('nodes.dht.server', server_byte), ('nodes.dht.client', client_byte)) if v]
-    if per_read:
-        items.append('nodes.dht.server/read=%.3g' % per_read)
     return ','.join(items)
 
 
@@ -210,26 +185,21 @@ def main(argv=None):
                    '(default I; the others are left to judge the model)')
     p.add_argument('--fit-clients', type=int, default=1, help='fit the points with this '
                    'many clients (default 1: nothing queues for a CPU)')
-    p.add_argument('--per-read', type=float, default=0.0, metavar='SECONDS',
-                   help='CPU per read of the index server, measured by benchmarks/'
-                   'dht_read_cost.py: held fixed, added to the flag (default 0: none)')
     args = p.parse_args(argv)
     parts = tuple(filter(None, args.fit_parts.split(',')))
     if not parts or args.fit_clients < 1:
         p.error('--fit-parts names at least one part and --fit-clients is at least 1')
-    if not 0 <= args.per_read < 1e-3:
-        p.error('--per-read is in seconds, in [0, 0.001) (a read costs microseconds)')
     try:
         rows = fit_rows(args.emu_dir, args.sim_dir, parts, args.fit_clients)
     except ValueError as e:
         print('sim_cost: %s' % e, file=sys.stderr)
         return 1
-    theta = fit(rows, args.per_read)
+    theta = fit(rows)
     if not any(theta):
         print('sim_cost: the emulated points are not slower than the simulated ones: no '
               'processing cost to charge', file=sys.stderr)
         return 1
-    rows['fitted_ms'] = predicted_ms(rows, theta, args.per_read)
+    rows['fitted_ms'] = predicted_ms(rows, theta)
     print('fitted on %d configuration(s) (part %s, %d client(s)):'
           % (len(rows), ','.join(parts), args.fit_clients))
     for r in rows.itertuples():
@@ -237,15 +207,12 @@ def main(argv=None):
             r.part, r.variant, r.emu_ms, r.sim_ms, r.fitted_ms, r.fitted_ms / r.emu_ms))
     print('per callback %.1f us, per byte an index server receives %.1f ns, per byte a '
           'client receives %.1f ns' % (theta[0] * 1e6, theta[1] * 1e9, theta[2] * 1e9))
-    if args.per_read:
-        print('per read of an index server %.1f us (given, not fitted; one read per request '
-              'adds to its time on these idle points)' % (args.per_read * 1e6))
     late = crosscheck.link_lateness_us(args.emu_dir)
     if late is not None and math.isfinite(late):
         print('the delay daemons released held packets %.0f us late on average (their own '
               'stats over the whole run): the emulator\'s error, left inside the %.0f us per '
               'callback' % (late, theta[0] * 1e6))
-    print('--sim-cost %s' % flag(theta, args.per_read))
+    print('--sim-cost %s' % flag(theta))
     return 0
 
 

@@ -23,8 +23,7 @@ def _ops(variant):
             for i in range(20)]
 
 
-def _folder(path, rows, backend='emu', experiment='dht8', costs=None, theta=THETA,
-            per_read=0.0):
+def _folder(path, rows, backend='emu', experiment='dht8', costs=None, theta=THETA):
     """A results folder; rows (point, part, variant, clients, sim ms/op): an emulated
     folder's time is that plus what theta charges for the variant's ops."""
     (path / 'tables').mkdir(parents=True)
@@ -41,7 +40,6 @@ def _folder(path, rows, backend='emu', experiment='dht8', costs=None, theta=THET
                     f.write(json.dumps(dict(r, event='op', ok=True)) + '\n')
             charged = sum(sum(a * b for a, b in zip(sim_cost.op_features(r), theta))
                           for r in ops)
-            charged += per_read * sum(sim_cost.op_reads(r) for r in ops)
             ms += 1000 * charged / count
         lines.append('%d,%s,%s,8,%d,%r,%d' % (point, part, variant, clients, ms, count))
     (path / 'tables' / 'points.csv').write_text('\n'.join(lines) + '\n')
@@ -129,19 +127,3 @@ def test_the_folders_must_be_an_emulated_and_an_uncharged_simulated_dht8_run(tmp
     fid = _folder(tmp_path / 'fid', rows, 'sim', experiment='fidelity')
     with pytest.raises(ValueError, match='sim_cost reads dht8 runs'):
         sim_cost.fit_rows(emu, fid)
-
-
-def test_a_given_per_read_charge_is_held_fixed_and_added_to_the_flag(tmp_path):
-    """Emulated times made with THETA plus 30 us per request the server reads: given that
-    figure, the fit finds THETA again; without it, the read lands in the other figures."""
-    rows = [(i, 'I', v, 1, 0.25) for i, v in enumerate(VARIANTS)]
-    emu = _folder(tmp_path / 'emu', rows, per_read=3e-5)
-    sim = _folder(tmp_path / 'sim', rows, 'sim')
-    fitted = sim_cost.fit_rows(emu, sim)
-    assert sim_cost.fit(fitted, 3e-5) == pytest.approx(THETA, rel=1e-6)
-    assert sim_cost.fit(fitted) != pytest.approx(THETA, rel=1e-3)
-    assert sim_cost.predicted_ms(fitted, THETA, 3e-5) == pytest.approx(list(fitted['emu_ms']))
-    assert sim_cost.flag(THETA, 3e-5).endswith(',nodes.dht.server/read=3e-05')
-    assert sim_cost.main([str(emu), str(sim), '--per-read', '3e-5']) == 0
-    with pytest.raises(SystemExit):
-        sim_cost.main([str(emu), str(sim), '--per-read', '0.5'])

@@ -76,8 +76,6 @@ def sim_cpu(ctx):
     if backend.cpu is not None and backend.engine.now > 0:
         record['mean'] = round(backend.cpu.busy / backend.engine.now, 4)
         record['cores'] = len(backend.cpu.free)
-        if backend.cpu.per_read:
-            record['reads'] = backend.cpu.reads     # reads charged (KIND/read)
     return record
 
 

@@ -122,8 +122,7 @@ def build_parser(experiment):
     shared.add_argument(
         '--sim-cost', metavar='MODULE=SECONDS,...', default=None,
         help='sim only: CPU seconds charged per callback of each node program, e.g. '
-        'nodes.dht.server=3e-05, per byte it received, nodes.dht.server/byte=4e-07, and '
-        'per read of its sockets, nodes.dht.server/read=3e-05 '
+        'nodes.dht.server=3e-05, and per byte it received, nodes.dht.server/byte=4e-07 '
         '(python -m analysis.sim_cost EMU_DIR SIM_DIR measures them from an emulation '
         'run; default: no processing cost)')
     shared.add_argument(

@@ -83,12 +83,8 @@ class _Guarded:
 
     def data_received(self, conn, data):
         proc = self.proc
-        cpu = proc.cpu
-        if cpu is None:
+        if proc.cpu is None:
             proc._call(self.inner.data_received, conn, data)
-        elif cpu.per_read and getattr(proc, 'kind', None) in cpu.per_read:     # its packets
-            proc._call_sized(len(data), self.inner.data_received, conn, data,
-                             train=conn.arrival(len(data)))
         else:
             proc._call_sized(len(data), self.inner.data_received, conn, data)
 
@@ -267,17 +263,15 @@ class SimProcess:
         else:
             self._call_sized(0, fn, *args)
 
-    def _call_sized(self, nbytes, fn, *args, train=(1, 0.0)):
-        """_call for a callback that received nbytes (charged per byte as well); train:
-        (packets, seconds between them) of a stream's train, for a charge per read (held
-        while paused, it is one read on resume)."""
+    def _call_sized(self, nbytes, fn, *args):
+        """_call for a callback that received nbytes (charged per byte as well)."""
         if self.returncode is not None:
             return
         if self.paused:
             self.held.append((nbytes, fn, args))
             return
         if self.cpu is not None:
-            start = self.cpu.claim(self, nbytes, *train)
+            start = self.cpu.claim(self, nbytes)
             if start is not None:           # run once a core and this node's thread are free
                 self.engine.at(start, self._run_charged, fn, args)
                 return

@@ -218,16 +218,6 @@ class Conn:
         if peer is not None and peer.state != 'closed':
             self._control(peer, lambda t: peer._lost(why))
 
-    def arrival(self, nbytes):
-        """(packets, seconds between them) of a train of nbytes arriving at this end: whole
-        segments, back to back at the slowest link's rate on the path from the peer, as the
-        network forwards a train (for a charge per read, ``repronet.sim.cpu``)."""
-        peer = self.peer
-        path = self.stack.net.route(peer.stack.host, self.stack.host) if peer else None
-        rates = [p.rate for p in path or () if p.rate is not None]
-        spacing = (self.mss + TCP_OVERHEAD) / min(rates) if rates else 0.0
-        return _packets(nbytes, self.mss), spacing
-
     # -- handshake ----------------------------------------------------------------------
     def _syn(self, attempt):
         """Send the SYN (again); after SYN_RETRIES, give up."""
