@@ -30,11 +30,14 @@ server's CPU time is read from ``/proc/PID/task/*/schedstat`` and its ``recvfrom
 ``epoll_wait`` system calls are counted by ``perf stat`` on the syscall tracepoints (enabled
 for the measured rounds only). The same bytes and names arrive in few or many reads, so the
 CPU difference over the read difference is the cost of a read: a least-squares line CPU = a
-+ r x reads + c x names over all conditions gives r (per read) and c (per name). Nothing is
++ r x reads + c x names over all conditions gives r (per read) and c (per name). With
+``--dht-share DIR`` the same paths are also timed with dht8's own client program registering
+DIR's names in one message (its op latency, as dht8's tables report it). Nothing is
 asserted; load averages are printed.
 
     sudo /usr/bin/python3 benchmarks/dht_read_cost.py [--names 250,2000] [--clients 1,8]
         [--arrivals whole,htb,emu,paced] [--messages 30] [--bw 100] [--gap 200] [--repeat 2]
+        [--dht-share /tmp/repronet-dht8/peers/part1-n2000-part1-s1-v1/p1]
 """
 
 import argparse
@@ -216,6 +219,7 @@ def condition(pair, arrival, names, clients, args):
     pair.hold(arrival == 'emu')
     server = start_server(pair.server_ns)
     folder = pathlib.Path(tempfile.mkdtemp(prefix='rcost-'))
+    perf = client = None
     try:
         perf = SyscallCount(server.pid, folder)
         client = subprocess.Popen(
@@ -235,6 +239,10 @@ def condition(pair, arrival, names, clients, args):
         client.wait(30)
         counts = perf.counts()
     finally:
+        for proc in (client, perf and perf.proc):       # still running only on an error
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
         server.send_signal(signal.SIGTERM)
         server.wait(10)
         shutil.rmtree(folder, ignore_errors=True)
@@ -246,6 +254,33 @@ def condition(pair, arrival, names, clients, args):
                 reads=reads / n if reads is not None else float('nan'),
                 wakeups=(counts.get(EVENTS[1]) or 0) / n, wall_s=result['seconds'],
                 held=held and dict(packets=held['accepted'], late_us=held['late_us_mean']))
+
+
+def dht_client(pair, arrival, share, args):
+    """dht8's own client program (``python -m nodes.dht.client --op register --batch``) sends
+    the share's names to a fresh server once; (its op latency, server CPU) in ms."""
+    pair.shape(args.bw if arrival in ('htb', 'emu') else None)
+    pair.hold(False)
+    pair.hold(arrival == 'emu')
+    server = start_server(pair.server_ns)
+    try:
+        before = cpu_ns(server.pid)
+        done = subprocess.run(
+            ['ip', 'netns', 'exec', pair.client_ns, sys.executable, '-m', 'nodes.dht.client',
+             '--name', 'rcost', '--servers', 's1=%s:%d' % (SERVER_IP, PORT), '--replicas', '0',
+             '--op', 'register', '--batch', '--window', '1', '--timeout', '5', '--share', share,
+             '--advertise', HOLDER], cwd=REPO, capture_output=True, text=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(REPO)))
+        after = cpu_ns(server.pid)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(10)
+        pair.hold(False)
+    ops = [r for r in map(json.loads, done.stdout.splitlines()) if r.get('event') == 'op']
+    if not ops:
+        raise RuntimeError('the dht client logged no op: %s' % done.stderr.strip()[-300:])
+    return 1e3 * sum(o['latency'] for o in ops) / len(ops), (after - before) / 1e6, \
+        sum(o.get('files', 1) for o in ops) / len(ops)
 
 
 def client_main(args):
@@ -318,6 +353,9 @@ def main(argv=None):
     p.add_argument('--gap', type=float, default=200.0, help='paced arrivals: microseconds '
                    'between segments')
     p.add_argument('--repeat', type=int, default=2, help='passes over all conditions')
+    p.add_argument('--dht-share', metavar='DIR', help='also time dht8\'s own client '
+                   'registering this folder\'s names in one message (e.g. a dht8 workdir\'s '
+                   'peers/part1-n2000-part1-s1-v1/p1), --repeat times per arrival')
     p.add_argument('--role', choices=('main', 'client'), default='main', help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
@@ -336,6 +374,8 @@ def main(argv=None):
     args.arrivals = [a for a in args.arrivals.split(',') if a]
     if not args.arrivals or set(args.arrivals) - set(ARRIVALS):
         p.error('--arrivals takes a comma list of %s' % ', '.join(ARRIVALS))
+    if args.dht_share and not os.path.isdir(args.dht_share):
+        p.error('--dht-share %s is not a folder' % args.dht_share)
     if os.geteuid() != 0:
         p.error('run as root: it makes two network namespaces and a shaped veth pair')
     missing = [t for t in ('ip', 'tc', 'ethtool', 'perf', 'iptables') if shutil.which(t) is None]
@@ -359,6 +399,12 @@ def main(argv=None):
                                  1e3 * r['wall_s'] / args.messages, os.getloadavg()[0]) + (
                                   '; daemon held %(packets)d packets, %(late_us).0f us late '
                                   'on average' % r['held'] if r['held'] else ''), flush=True)
+        for arrival in args.arrivals if args.dht_share else ():
+            for rep in range(args.repeat):
+                latency, cpu, names = dht_client(pair, arrival, args.dht_share, args)
+                print('dht client  %-5s %5d names in one REGISTER: op latency %6.2f ms, server '
+                      'CPU over the run %6.2f ms, load %.2f' % (arrival, names, latency, cpu,
+                                                               os.getloadavg()[0]), flush=True)
     a, per_read, per_name = fit(rows)
     print('least squares over %d conditions: server CPU per message = %.1f us + %.1f us per '
           'read + %.2f us per name' % (len(rows), a * 1e3, per_read * 1e3, per_name * 1e3))
