@@ -116,7 +116,8 @@ class Pair:
     def hold(self, on):
         """Start (on) or stop the delay daemon holding what reaches the server for 2 x 50 us."""
         if on and self.daemon is None:
-            conf = pathlib.Path(tempfile.mkdtemp(prefix='rcost-')) / 'linkdelay.conf'
+            self.conf_dir = tempfile.mkdtemp(prefix='rcost-')
+            conf = pathlib.Path(self.conf_dir) / 'linkdelay.conf'
             conf.write_text('%s 0.000000000 2 50 0 50 0\n' % CLIENT_IP)
             self.daemon = subprocess.Popen(
                 ['ip', 'netns', 'exec', self.server_ns, LINKDELAY, '--config', str(conf),
@@ -136,6 +137,7 @@ class Pair:
             stats = [json.loads(line) for line in self.daemon.stdout if '"stats"' in line]
             self.daemon.wait(10)
             self.daemon = None
+            shutil.rmtree(self.conf_dir, ignore_errors=True)
             return stats[-1] if stats else None
         return None
 
@@ -143,6 +145,7 @@ class Pair:
         if self.daemon is not None:
             self.daemon.kill()
             self.daemon.wait(10)
+            shutil.rmtree(self.conf_dir, ignore_errors=True)
         for ns in reversed(self.made):
             subprocess.run(['ip', 'netns', 'del', ns], capture_output=True)
 
