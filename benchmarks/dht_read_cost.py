@@ -18,6 +18,11 @@ then waits for every Ack. Three ways the bytes arrive:
 * ``htb``: one write through HTB at ``--bw`` Mbit/s both ways, dht8's links (the
   emulation's 0.05 ms holds of its delay daemons are left out): as this machine's kernel
   delivers a shaped flow;
+* ``htb1``: ``htb`` with ``gso_max_segs 1`` on both ends. TCP on this kernel builds GSO
+  packets of up to 64 KiB even with ``ethtool -K gso off``, segments them only after the
+  qdisc, and HTB lets such a packet out whole once its tokens are not negative: ``htb``
+  delivers a 42 KB message as one back-to-back burst after an idle spell (tcpdump), and
+  ``htb1`` paces every segment at the rate, as a link would;
 * ``emu``: ``htb`` plus the emulation's delay daemon (``repronet/emu/linkdelay``, as
   ``linkemu_daemon`` starts it: NFQUEUE at the server's ingress, two holds of 50 us, dht8's
   two links of 0.05 ms): the path an emulated dht8 index server is read through, less the
@@ -37,7 +42,7 @@ program writes a message at once). Nothing is
 asserted; load averages are printed.
 
     sudo /usr/bin/python3 benchmarks/dht_read_cost.py [--names 250,2000] [--clients 1,8]
-        [--arrivals whole,htb,emu,paced] [--messages 30] [--bw 100] [--gap 200] [--repeat 2]
+        [--arrivals whole,htb,htb1,emu,paced] [--messages 30] [--bw 100] [--gap 200] [--repeat 2]
         [--dht-share /tmp/repronet-dht8/peers/part1-n2000-part1-s1-v1/p1]
 """
 
@@ -63,6 +68,8 @@ from nodes.dht import codec                                     # noqa: E402
 
 SERVER_IP, CLIENT_IP, PORT = '10.213.0.1', '10.213.0.2', 7000
 HOLDER = '10.0.0.9:8000'
+ARRIVALS = ('whole', 'htb', 'htb1', 'emu', 'paced')
+GSO_MAX_SEGS = 65535        # the kernel's default for a veth
 LINKDELAY = str(REPO / 'repronet' / 'emu' / 'linkdelay' / 'linkdelay')
 EVENTS = ('syscalls:sys_enter_recvfrom', 'syscalls:sys_enter_epoll_wait')
 
@@ -100,11 +107,13 @@ class Pair:
                   'gso', 'off'])
         return self
 
-    def shape(self, bw):
-        """HTB at bw Mbit/s on both ends (None: no qdisc of ours)."""
+    def shape(self, bw, segs=GSO_MAX_SEGS):
+        """HTB at bw Mbit/s on both ends (None: no qdisc of ours); segs: the most segments
+        one TCP packet may carry into the qdisc (ip link's gso_max_segs)."""
         for ns, end in self.ends.items():
             subprocess.run(['ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'del', 'dev', end, 'root'],
                            capture_output=True)
+            _run(['ip', '-n', ns, 'link', 'set', 'dev', end, 'gso_max_segs', str(segs)])
             if bw:
                 quantum = min(max(int(bw * 1e6 / 8 / 10), 1000), 200000)   # as linkemu does
                 _run(['ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', end, 'root',
@@ -211,14 +220,14 @@ def start_server(ns):
     return proc
 
 
-ARRIVALS = ('whole', 'htb', 'emu', 'paced')
 MSS = 1448
 
 
 def condition(pair, arrival, names, clients, args):
     """One fresh server and one client run; the measured figures per message."""
     messages = args.messages
-    pair.shape(args.bw if arrival in ('htb', 'emu') else None)
+    pair.shape(args.bw if arrival in ('htb', 'htb1', 'emu') else None,
+               1 if arrival == 'htb1' else GSO_MAX_SEGS)
     pair.hold(False)
     pair.hold(arrival == 'emu')
     server = start_server(pair.server_ns)
@@ -263,7 +272,8 @@ def condition(pair, arrival, names, clients, args):
 def dht_client(pair, arrival, share, args):
     """dht8's own client program (``python -m nodes.dht.client --op register --batch``) sends
     the share's names to a fresh server once; (its op latency, server CPU) in ms."""
-    pair.shape(args.bw if arrival in ('htb', 'emu') else None)
+    pair.shape(args.bw if arrival in ('htb', 'htb1', 'emu') else None,
+               1 if arrival == 'htb1' else GSO_MAX_SEGS)
     pair.hold(False)
     pair.hold(arrival == 'emu')
     server = start_server(pair.server_ns)
