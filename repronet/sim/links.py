@@ -121,7 +121,7 @@ class Network:
         self._routes = {}
         self._switch_routes = {}
         self._host_set = set(self.hosts)
-        self.stack_by_ip = {}       # ip -> streams.Stack (each Stack adds itself)
+        self.stack_by_ip = {}       # ip -> stack.Stack (each Stack adds itself)
 
     def reseed(self, seed):
         """Draw this point's losses and jitter from its own seed."""
