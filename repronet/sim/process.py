@@ -8,8 +8,8 @@ program's own parser (so a bad flag fails the same way) and runs the program's s
 through ``env``, which offers the same things in virtual time:
 
 * ``env.now()``, ``env.call_at(when, fn, *args)`` / ``env.call_soon`` (a handle with
-  ``cancel()``), ``env.rng`` (a ``random.Random`` of the node's own, seeded from the run's seed
-  and the node's name);
+  ``cancel()``; ``env.retime(handle, when, fn, *args)`` moves one), ``env.rng`` (a
+  ``random.Random`` of the node's own, seeded from the run's seed and the node's name);
 * ``env.listen(port, accept)``, ``env.connect(ip, port, protocol, mss=None)``, ``env.bind_udp(port,
   received)``, ``env.sendto(data, addr, sport)``: the host's simulated stack
   (``repronet.sim.streams``);
@@ -83,10 +83,12 @@ class _Guarded:
 
     def data_received(self, conn, data):
         proc = self.proc
-        if proc.cpu is None:
-            proc._call(self.inner.data_received, conn, data)
-        else:
+        if proc.cpu is not None:
             proc._call_sized(len(data), self.inner.data_received, conn, data)
+        elif proc.returncode is None and not proc.paused:
+            self.inner.data_received(conn, data)        # _call's common case, inlined
+        else:
+            proc._call_sized(0, self.inner.data_received, conn, data)
 
     def connection_lost(self, conn, why):
         self.proc.conns.pop(conn, None)
@@ -127,7 +129,18 @@ class SimProcess:
         return self.engine.now
 
     def call_at(self, when, fn, *args):
-        event = self.engine.at(when, self._call, fn, *args)
+        return self._track(self.engine.at(when, self._call, fn, *args))
+
+    def retime(self, event, when, fn, *args):
+        """The same as ``event.cancel()`` (event: call_at's, or None) then
+        ``call_at(when, fn, *args)``, which it must have been made with; cheaper for a
+        timer moved after every reply (``Engine.retime``). Returns the handle to keep."""
+        if event is None or not event.alive:
+            return self.call_at(when, fn, *args)
+        moved = self.engine.retime(event, when)
+        return moved if moved is event else self._track(moved)
+
+    def _track(self, event):
         self._events.append(event)
         if len(self._events) > self._prune_at:      # keep only the pending ones
             self._events = [e for e in self._events if e.alive]

@@ -76,6 +76,27 @@ def window(net, src, dst, mss=MSS):
     return size if mss == MSS else size // mss * mss
 
 
+class _Train:
+    """One transmission of a data train, as Network.send_train calls it back: it arrived
+    (the peer takes it), was lost (resent after the RTO) or partly lost (repaired)."""
+
+    __slots__ = ('conn', 'peer', 'seq', 'data', 'losses', 'sent_at', 'packets')
+
+    def __init__(self, conn, seq, data, losses, packets):
+        self.conn, self.peer, self.seq, self.data = conn, conn.peer, seq, data
+        self.losses, self.sent_at, self.packets = losses, conn.stack.engine.now, packets
+
+    def arrived(self, t):
+        self.peer._arrive(self.conn, self.seq, self.data)
+
+    def lost(self, t):
+        self.conn._retransmit_later(self.seq, self.data, self.losses, self.sent_at)
+
+    def partial(self, t, missing):
+        self.conn._repair(self.seq, self.data, self.losses, self.sent_at, t,
+                          self.packets - missing, missing)
+
+
 class Conn:
     """One end of a simulated TCP connection."""
 
@@ -210,17 +231,11 @@ class Conn:
             self.inflight -= acks.popleft()[1]
         while self.out and self.inflight < self.window and self.state in ('open', 'closing'):
             room = min(self.train, self.window - self.inflight)
-            parts, size = [], 0
-            while self.out and size < room:
-                chunk = self.out[0]
-                take = min(len(chunk), room - size)
-                parts.append(chunk[:take])
-                if take == len(chunk):
-                    self.out.popleft()
-                else:
-                    self.out[0] = chunk[take:]
-                size += take
-            data = b''.join(parts)
+            if len(self.out) == 1 and len(self.out[0]) <= room:     # one write, as it is
+                data = self.out.popleft()
+                size = len(data)
+            else:
+                data, size = self._take(room)
             self.queued -= size
             self.inflight += size
             seq, self.next_seq = self.next_seq, self.next_seq + 1
@@ -231,6 +246,20 @@ class Conn:
         if acks and self.wake is None and self.state in ('open', 'closing') and (
                 self.out or self.state == 'closing'):
             self.wake = self.stack.engine.at(acks[0][0], self._woken)
+
+    def _take(self, room):
+        """(bytes, their length): the next train of at most room bytes of what is queued."""
+        parts, size = [], 0
+        while self.out and size < room:
+            chunk = self.out[0]
+            take = min(len(chunk), room - size)
+            parts.append(chunk[:take])
+            if take == len(chunk):
+                self.out.popleft()
+            else:
+                self.out[0] = chunk[take:]
+            size += take
+        return b''.join(parts), size
 
     def _woken(self):
         self.wake = None
@@ -248,14 +277,10 @@ class Conn:
         whole = _packets(n, mss)
         packets = whole if packets is None else packets
         size = n if packets == whole else min(n, packets * mss)
-        sent_at = self.stack.engine.now
-        peer = self.peer
         self.bytes_sent += size
-        self.stack.net.send(self.stack.host, peer.stack.host, size + packets * TCP_OVERHEAD,
-                            packets, lambda t: peer._arrive(self, seq, data),
-                            lambda t: self._retransmit_later(seq, data, losses, sent_at),
-                            lambda t, missing: self._repair(seq, data, losses, sent_at, t,
-                                                            packets - missing, missing))
+        self.stack.net.send_train(self.stack.host, self.peer.stack.host,
+                                  size + packets * TCP_OVERHEAD,
+                                  _Train(self, seq, data, losses, packets))
 
     def _repair(self, seq, data, losses, sent_at, t, arrived, missing):
         """Some packets of train seq arrived at time t: resend the missing ones, after one
@@ -289,6 +314,12 @@ class Conn:
         sender.acks.append((self.stack.engine.now + self.back, len(data)))
         if sender.wake is None and (sender.out or sender.state == 'closing'):
             sender._pump()
+        if seq == self.expect and not self.early and self.protocol is not None \
+                and self.state != 'connecting':     # in order, nothing waiting: hand it on
+            self.expect += 1
+            self.bytes_received += len(data)
+            self.protocol.data_received(self, data)
+            return
         if seq < self.expect or seq in self.early:
             return
         self.early[seq] = data
