@@ -26,9 +26,10 @@ nothing answers) and run in order on ``resume``, and, with a processing-cost mod
 (``repronet.sim.cpu``), each waits for the node's one thread and one of the machine's cores.
 """
 
-import json
 import random
 import zlib
+
+from repronet import logline
 
 
 class SimNodeError(RuntimeError):
@@ -36,7 +37,7 @@ class SimNodeError(RuntimeError):
 
 
 class _Log:
-    """JsonLog's interface, in virtual time, into a file that is open only while written:
+    """JsonLog's interface and lines (``repronet.logline``), in virtual time, into a file that is open only while written:
     a simulation of 11,000 nodes would otherwise hold 11,000 descriptors. Lines wait in
     memory until 64 KiB, a flush=True record or the node's exit."""
 
@@ -48,9 +49,7 @@ class _Log:
         open(path, 'w').close()
 
     def write(self, event, t=None, flush=False, **fields):
-        rec = {'t': round(self.proc.engine.now if t is None else t, 6), 'event': event}
-        rec.update(fields)
-        self.text(json.dumps(rec, separators=(',', ':')) + '\n', flush)
+        self.text(logline.line(self.proc.engine.now if t is None else t, event, fields), flush)
         if event == 'ready':
             self.proc.is_ready = True
 
