@@ -22,11 +22,13 @@ _FLOAT = float.__repr__
 _INT = int.__repr__
 _KEYS = {}                  # field name -> ',"name":' (a log has few names)
 _MAX_KEYS = 4096
+_FLOATS = {}                # positive float -> its repr (latencies repeat: 0.000235 ...)
+_MAX_FLOATS = 65536
 
 
 def line(t, event, fields):
     """The line (with its newline) of a record at time t (seconds) of event with fields."""
-    text = '{"t":' + _value(round(t, 6)) + ',"event":' + _value(event)
+    text = '{"t":' + _time(t) + ',"event":' + _value(event)
     keys = _KEYS
     for name, value in fields.items():
         key = keys.get(name)
@@ -34,6 +36,18 @@ def line(t, event, fields):
             key = _key(name)
         text += key + _value(value)
     return text + '}\n'
+
+
+def _time(t):
+    """repr(round(t, 6)), as json writes it, for a float t in [1e-4, 2**32) the cheap way:
+    '%.6f' rounds as round() does (the same correctly rounded conversion), and the double
+    nearest a decimal of at most six places (a microsecond) prints as that decimal, since
+    its neighbours there are closer together than a millionth. Else round() and repr."""
+    if type(t) is float and 1e-4 <= t < 4294967296.0:
+        text = '%.6f' % t
+        text = text.rstrip('0')
+        return text + '0' if text[-1] == '.' else text
+    return _value(round(t, 6))
 
 
 def _key(name):
@@ -52,6 +66,13 @@ def _value(value):
     if kind is int:
         return _INT(value)
     if kind is float:
+        if value > 0.0 and value != _INF:       # not 0.0, -0.0, NaN or an infinity
+            text = _FLOATS.get(value)
+            if text is None:
+                text = _FLOAT(value)
+                if len(_FLOATS) < _MAX_FLOATS:
+                    _FLOATS[value] = text
+            return text
         if value != value or value in (_INF, -_INF):
             return _ENCODE(value)
         return _FLOAT(value)

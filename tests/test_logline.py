@@ -49,3 +49,13 @@ def test_the_awkward_values_one_by_one():
 def test_keys_that_are_not_strings_are_written_as_json_writes_them():
     fields = {1: 'a', 2.5: 'b', True: 'c', None: 'd'}
     assert logline.line(0, 'x', fields) == _expected(0, 'x', fields)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-1e-3, 1e-3),
+                 st.floats(0.9e-4, 1.1e-4), st.floats(2.0 ** 32 - 10, 2.0 ** 32 + 10),
+                 st.integers(0, 10 ** 7).map(lambda k: k / 1e7 + 0.5e-7)))
+def test_the_time_is_round_t_6_as_json_writes_it_at_every_magnitude(t):
+    """t takes a shortcut ('%.6f', trailing zeros cut) in [1e-4, 2**32): ties at the
+    seventh decimal, the edges of that range and beyond them must match round() and repr."""
+    assert logline.line(t, 'op', {}) == _expected(t, 'op', {})
