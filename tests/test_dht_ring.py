@@ -65,3 +65,19 @@ def test_parse_servers_and_addr():
     assert parse_addr('::1:80') == ('::1', 80)
     with pytest.raises(ValueError):
         Ring([])
+
+
+def test_a_remembered_preference_is_the_computed_one_and_the_memory_is_bounded(monkeypatch):
+    """The memo (Ring.preference) must answer what the ring computes, for every n, after
+    being cleared, and hand out lists a caller may change without changing it."""
+    from nodes.dht import ring as ring_module
+    monkeypatch.setattr(ring_module, 'MEMO', 50)
+    ring = Ring(SERVERS)
+    for rep in range(3):
+        for k in KEYS[:120]:
+            for n in (1, 3, 9):
+                got = ring.preference(k, n)
+                assert got == ring._preference(k, n) and len(got) == min(n, len(SERVERS))
+                got.append('changed by the caller')
+        assert len(ring._memo) <= 50
+    assert ring.preference(KEYS[0], 3) == ring._preference(KEYS[0], 3)

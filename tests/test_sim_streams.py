@@ -1,4 +1,4 @@
-"""Simulated TCP-like streams and datagrams (repronet/sim/streams.py) against their model's
+"""Simulated TCP-like streams and datagrams (repronet/sim/streams.py, stack.py) against their model's
 closed forms: a refused connect takes one round trip of a SYN and a reset; a transfer that
 keeps the link busy ends at handshake + wire bytes / rate + delay; a lost SYN, SYN-ACK,
 train or FIN costs its timeout and nothing is delivered twice or out of order; resets and
@@ -14,7 +14,8 @@ from mininet.topo import Topo
 from repronet.sim import streams
 from repronet.sim.engine import Engine
 from repronet.sim.links import Network
-from repronet.sim.streams import MSS, TCP_OVERHEAD, Stack
+from repronet.sim.stack import UDP_OVERHEAD, Stack
+from repronet.sim.streams import MSS, TCP_OVERHEAD
 
 MBIT = 1e6 / 8
 SYN, RST = streams.SYN_BYTES, 54
@@ -255,7 +256,7 @@ def test_a_datagram_is_one_train_of_ceil_n_over_1472_packets(size, packets):
     a.sendto(data, (b.ip, 9000), sport=4000)
     a.sendto(data, (b.ip, 9001))                        # nobody bound there
     net.engine.run()
-    wire = size + packets * streams.UDP_OVERHEAD
+    wire = size + packets * UDP_OVERHEAD
     assert net.ports[('h1', 'h2')].sent == 2 * packets
     assert net.ports[('h1', 'h2')].bytes == 2 * wire
     arrival = 0.001 + wire / (10 * MBIT)

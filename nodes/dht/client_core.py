@@ -129,6 +129,8 @@ class Channel:
 
     def next_deadline(self):
         """Return the earliest reply deadline, or None."""
+        if not self.outstanding:        # most of a client's connections, after every reply
+            return None
         for _, deadline in self.outstanding.values():
             return deadline       # requests are sent in order with the same timeout
         return None

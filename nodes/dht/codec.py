@@ -297,13 +297,19 @@ class Decoder:
             data = data[n:]
             if not data:
                 return out
-        self._buf += data
-        self._drain(out)
+        if self._buf:
+            self._buf += data
+            pos = self._drain(self._buf, out)
+            del self._buf[:len(self._buf) if pos is None else pos]
+        else:               # nothing held: decode from data itself, keep only the rest
+            pos = self._drain(data, out)
+            if pos is not None and pos < len(data):
+                self._buf += data[pos:]
         return out
 
-    def _drain(self, out):
-        """Decode whatever complete items the buffer holds."""
-        buf = self._buf
+    def _drain(self, buf, out):
+        """Decode whatever complete items buf holds; return how many bytes of it were
+        consumed, or None when the stream broke (nothing more is decoded)."""
         pos = 0
         while True:
             if self._raw_left:
@@ -323,8 +329,7 @@ class Decoder:
                                          else ERR_MALFORMED,
                                          'frame length %d outside [%d, %d]'
                                          % (length, _HEAD_AFTER_LEN, self.max_frame), True))
-                del buf[:]
-                return
+                return None
             if len(buf) - pos < 4 + length:
                 break
             _, version, mtype, req = _HEAD.unpack_from(buf, pos)
@@ -335,7 +340,7 @@ class Decoder:
                 self._raw_left = out[-1].size - out[-1].offset
                 if self._raw_left == 0:
                     out.append(Chunk(b'', True))
-        del buf[:pos]
+        return pos
 
     def _one(self, version, mtype, req, body):
         """Decode one complete frame."""

@@ -8,12 +8,13 @@ stderr. `ready` and `summary` are flushed at once because the runner waits for t
 
 import argparse
 import asyncio
-import json
 import signal
 import socket
 import sys
 import threading
 import time
+
+from repronet import logline
 
 
 class JsonLog:
@@ -23,10 +24,8 @@ class JsonLog:
         self.stream = stream if stream is not None else sys.stdout
 
     def write(self, event, t=None, flush=False, **fields):
-        """Write one record."""
-        rec = {'t': round(time.time() if t is None else t, 6), 'event': event}
-        rec.update(fields)
-        self.stream.write(json.dumps(rec, separators=(',', ':')) + '\n')
+        """Write one record (the simulator writes the same line: ``repronet.logline``)."""
+        self.stream.write(logline.line(time.time() if t is None else t, event, fields))
         if flush:
             self.stream.flush()
 

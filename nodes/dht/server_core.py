@@ -268,7 +268,9 @@ class ServerConnection:
     def get_timer(self):
         """When handle_timer must be called next (the idle or the frame deadline), or None."""
         idle, frame = self._deadlines()
-        return min((d for d in (idle, frame) if d is not None), default=None)
+        if idle is None or frame is not None and frame < idle:
+            return frame
+        return idle
 
     def handle_timer(self, now):
         """Return (b'', True) if the connection was idle too long or its frame is overdue,

@@ -231,9 +231,12 @@ class SimClient(ClientDriving):
         self.pump()
 
     def arm(self, when):
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer = None if when is None else self.env.call_at(when, self._fire)
+        if when is None:
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = None
+        else:               # moved, not replaced: it is re-armed after every reply
+            self.timer = self.env.retime(self.timer, when, self._fire)
         if self.phase == 'connecting' and not self.core.connecting():
             self.phase = 'connected'
             if self.args.barrier:

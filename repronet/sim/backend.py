@@ -17,7 +17,7 @@ import importlib
 import os
 
 from repronet.sim import cpu as simcpu
-from repronet.sim import links, streams
+from repronet.sim import links, stack, streams
 from repronet.sim.engine import Engine
 from repronet.sim.process import SimNodeError, SimProcess
 
@@ -62,7 +62,7 @@ class SimBackend:
         self.nodes = []             # every node started, for the run's end
         for name, ip in addresses(topo).items():
             self.hosts[name] = SimHost(name, ip)
-            self.stacks[name] = streams.Stack(self.net, name, ip)
+            self.stacks[name] = stack.Stack(self.net, name, ip)
         self.cpu = simcpu.CpuModel(self.engine, cores or os.cpu_count() or 1, costs) \
             if costs else None
 
@@ -103,7 +103,7 @@ class SimBackend:
                              '(TCP_MAXSEG), each with tcp_overhead header bytes (Ethernet, '
                              'IPv4, TCP, timestamps; no preamble or gap) on every link',
                  'send_buffer_windows': streams.SNDBUF_WINDOWS,
-                 'udp_overhead': streams.UDP_OVERHEAD,
+                 'udp_overhead': stack.UDP_OVERHEAD,
                  'processing': self.cpu.record() if self.cpu else 'none (zero cost)'}
         return {'backend': 'sim', 'network_model': model, 'links': self.net.records(),
                 'switch': 'sim', 'link_mechanism': 'sim'}

@@ -11,18 +11,23 @@ Cancellation is lazy: a cancelled event stays in the heap and is skipped when po
 keeps ``cancel()`` O(1) (timers are re-armed far more often than they fire). When more than
 half of a large heap is cancelled events, it is rebuilt without them: a re-armed timeout far
 in the future would otherwise keep its node (and everything the node holds) alive to the end.
+A timer moved later (``retime``) keeps its entry, which files it again when it comes up.
 """
 
 import heapq
 
 
 class Event:
-    """A scheduled callback; ``cancel()`` before it runs and it never will."""
+    """A scheduled callback; ``cancel()`` before it runs and it never will.
 
-    __slots__ = ('when', 'fn', 'args', 'alive', 'engine')
+    ``when`` and ``seq`` are when it is due; ``filed`` is the time of its entry in the
+    heap, earlier than ``when`` after ``Engine.retime`` moved it later."""
 
-    def __init__(self, when, fn, args, engine=None):
-        self.when, self.fn, self.args, self.alive = when, fn, args, True
+    __slots__ = ('when', 'seq', 'filed', 'fn', 'args', 'alive', 'engine')
+
+    def __init__(self, when, seq, fn, args, engine=None):
+        self.when = self.filed = when
+        self.seq, self.fn, self.args, self.alive = seq, fn, args, True
         self.engine = engine
 
     def cancel(self):
@@ -48,10 +53,30 @@ class Engine:
         """Run fn(*args) at virtual time when (never earlier than now); return its Event."""
         if when < self.now:
             when = self.now
-        event = Event(when, fn, args, self)
         seq = self._seq = self._seq + 1
+        event = Event(when, seq, fn, args, self)
         heapq.heappush(self._heap, (when, seq, event))
         return event
+
+    def retime(self, event, when):
+        """Run a pending event at when instead; return the Event that stands for it now.
+
+        The same as ``event.cancel()`` then ``at(when, fn, *args)``, in the same order
+        against every other event (it takes the next sequence number), but a move to a
+        later time pushes nothing: the event's entry comes up first and files it again at
+        its new time. A client moves its reply timeout after every reply; cancelling left
+        an entry behind each time, and the heap of those made every push and pop deeper."""
+        if when < self.now:
+            when = self.now
+        seq = self._seq = self._seq + 1
+        if when >= event.filed:
+            event.when, event.seq = when, seq
+            return event
+        fn, args = event.fn, event.args
+        event.cancel()
+        moved = Event(when, seq, fn, args, self)
+        heapq.heappush(self._heap, (when, seq, moved))
+        return moved
 
     def _cancelled(self):
         """Count a cancelled event; rebuild a large heap that is mostly cancelled ones."""
@@ -65,28 +90,39 @@ class Engine:
         """Run fn(*args) delay seconds from now; return its Event."""
         return self.at(self.now + max(0.0, delay), fn, *args)
 
+    def _top(self):
+        """The entry of the next live event, or None; drops cancelled entries and files
+        moved events again on the way."""
+        heap, pop = self._heap, heapq.heappop
+        while heap:
+            entry = heap[0]
+            event = entry[2]
+            if not event.alive:
+                pop(heap)
+                self._dead = max(0, self._dead - 1)
+            elif entry[1] != event.seq:
+                pop(heap)
+                event.filed = event.when
+                heapq.heappush(heap, (event.when, event.seq, event))
+            else:
+                return entry
+        return None
+
     def next_time(self):
         """The time of the next live event, or None when nothing is scheduled."""
-        heap = self._heap
-        while heap and not heap[0][2].alive:
-            heapq.heappop(heap)
-            self._dead = max(0, self._dead - 1)
-        return heap[0][0] if heap else None
+        entry = self._top()
+        return None if entry is None else entry[0]
 
     def step(self):
         """Run the next live event; return False when there is none."""
-        heap = self._heap
-        while heap:
-            when, _, event = heapq.heappop(heap)
-            if not event.alive:
-                self._dead = max(0, self._dead - 1)
-            else:
-                event.alive = False
-                self.now = when
-                self.events += 1
-                event.fn(*event.args)
-                return True
-        return False
+        if self._top() is None:
+            return False
+        when, _, event = heapq.heappop(self._heap)
+        event.alive = False
+        self.now = when
+        self.events += 1
+        event.fn(*event.args)
+        return True
 
     def run(self, until=None, stop=None):
         """Run events up to virtual time until (inclusive), or until stop() is true after
@@ -96,17 +132,23 @@ class Engine:
         while True:
             if stop is not None and stop():
                 return 'stop'
-            while heap and not heap[0][2].alive:
-                pop(heap)
-                self._dead = max(0, self._dead - 1)
-            if not heap:
+            if heap:
+                entry = heap[0]
+                event = entry[2]
+                if not event.alive or entry[1] != event.seq:
+                    entry = self._top()
+            else:
+                entry = None
+            if entry is None:
                 if until is not None:
                     self.now = max(self.now, until)
                 return 'idle'
-            if until is not None and heap[0][0] > until:
+            when = entry[0]
+            if until is not None and when > until:
                 self.now = max(self.now, until)
                 return 'until'
-            when, _, event = pop(heap)
+            pop(heap)
+            event = entry[2]
             event.alive = False
             self.now = when
             self.events += 1

@@ -100,6 +100,16 @@ class Port:
                 'dropped': self.dropped, 'overflow': self.overflow, 'bytes': self.bytes}
 
 
+class Outcomes:
+    """What Network.send calls when a train of packets arrives, is lost or partly lost."""
+
+    __slots__ = ('arrived', 'lost', 'partial', 'packets')
+
+    def __init__(self, arrived, lost, partial, packets):
+        self.arrived, self.lost, self.partial = arrived, lost, partial
+        self.packets = packets
+
+
 class Network:
     """Hosts, switches and ports built from a mininet Topo; moves trains between hosts."""
 
@@ -121,7 +131,7 @@ class Network:
         self._routes = {}
         self._switch_routes = {}
         self._host_set = set(self.hosts)
-        self.stack_by_ip = {}       # ip -> streams.Stack (each Stack adds itself)
+        self.stack_by_ip = {}       # ip -> stack.Stack (each Stack adds itself)
 
     def reseed(self, seed):
         """Draw this point's losses and jitter from its own seed."""
@@ -187,33 +197,38 @@ class Network:
         call arrived(time) when its last packet reaches dst whole, lost(time) where all of
         it is dropped, and partial(time, missing) when only some packets arrived (without
         partial, a train that lost any packet counts as lost: a datagram's fragments)."""
+        self.send_train(src, dst, nbytes, Outcomes(arrived, lost, partial, packets))
+
+    def send_train(self, src, dst, nbytes, train):
+        """send() with the callbacks as an object's: train.arrived(time), train.lost(time)
+        and train.partial(time, missing) (each may be None but arrived), and train.packets.
+        A stream's train is one such object, where three closures per train cost more than
+        moving it."""
         path = self.route(src, dst)
         if not path:
-            if lost is not None:
-                self.engine.at(self.engine.now, lost, self.engine.now)
+            if train.lost is not None:
+                self.engine.at(self.engine.now, train.lost, self.engine.now)
             return
         now = self.engine.now
-        self._hop(path, 0, now, now, nbytes, packets, (arrived, lost, partial, packets))
+        self._hop(path, 0, now, now, nbytes, train.packets, train)
 
-    def _hop(self, path, i, first, last, nbytes, packets, ends):
+    def _hop(self, path, i, first, last, nbytes, packets, train):
         """Enqueue the train at port i of its path; schedule the next hop or the end."""
         engine = self.engine
         times = path[i].enqueue(first, last, nbytes, packets, self.rng)
         if times is None:
-            if ends[1] is not None:
-                ends[1](engine.now)
+            if train.lost is not None:
+                train.lost(engine.now)
             return
         first, last, packets, nbytes = times
         if i + 1 < len(path):
-            engine.at(first, self._hop, path, i + 1, first, last, nbytes, packets, ends)
-            return
-        arrived, lost, partial, sent = ends
-        if packets == sent:
-            engine.at(last, arrived, last)
-        elif partial is not None:
-            engine.at(last, partial, last, sent - packets)
-        elif lost is not None:
-            engine.at(last, lost, last)
+            engine.at(first, self._hop, path, i + 1, first, last, nbytes, packets, train)
+        elif packets == train.packets:
+            engine.at(last, train.arrived, last)
+        elif train.partial is not None:
+            engine.at(last, train.partial, last, train.packets - packets)
+        elif train.lost is not None:
+            engine.at(last, train.lost, last)
 
     def one_way(self, src, dst):
         """Propagation delay src -> dst without queueing or jitter (seconds), or None."""

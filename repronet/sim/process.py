@@ -8,8 +8,8 @@ program's own parser (so a bad flag fails the same way) and runs the program's s
 through ``env``, which offers the same things in virtual time:
 
 * ``env.now()``, ``env.call_at(when, fn, *args)`` / ``env.call_soon`` (a handle with
-  ``cancel()``), ``env.rng`` (a ``random.Random`` of the node's own, seeded from the run's seed
-  and the node's name);
+  ``cancel()``; ``env.retime(handle, when, fn, *args)`` moves one), ``env.rng`` (a
+  ``random.Random`` of the node's own, seeded from the run's seed and the node's name);
 * ``env.listen(port, accept)``, ``env.connect(ip, port, protocol, mss=None)``, ``env.bind_udp(port,
   received)``, ``env.sendto(data, addr, sport)``: the host's simulated stack
   (``repronet.sim.streams``);
@@ -26,9 +26,10 @@ nothing answers) and run in order on ``resume``, and, with a processing-cost mod
 (``repronet.sim.cpu``), each waits for the node's one thread and one of the machine's cores.
 """
 
-import json
 import random
 import zlib
+
+from repronet import logline
 
 
 class SimNodeError(RuntimeError):
@@ -36,7 +37,7 @@ class SimNodeError(RuntimeError):
 
 
 class _Log:
-    """JsonLog's interface, in virtual time, into a file that is open only while written:
+    """JsonLog's interface and lines (``repronet.logline``), in virtual time, into a file that is open only while written:
     a simulation of 11,000 nodes would otherwise hold 11,000 descriptors. Lines wait in
     memory until 64 KiB, a flush=True record or the node's exit."""
 
@@ -48,9 +49,7 @@ class _Log:
         open(path, 'w').close()
 
     def write(self, event, t=None, flush=False, **fields):
-        rec = {'t': round(self.proc.engine.now if t is None else t, 6), 'event': event}
-        rec.update(fields)
-        self.text(json.dumps(rec, separators=(',', ':')) + '\n', flush)
+        self.text(logline.line(self.proc.engine.now if t is None else t, event, fields), flush)
         if event == 'ready':
             self.proc.is_ready = True
 
@@ -83,10 +82,12 @@ class _Guarded:
 
     def data_received(self, conn, data):
         proc = self.proc
-        if proc.cpu is None:
-            proc._call(self.inner.data_received, conn, data)
-        else:
+        if proc.cpu is not None:
             proc._call_sized(len(data), self.inner.data_received, conn, data)
+        elif proc.returncode is None and not proc.paused:
+            self.inner.data_received(conn, data)        # _call's common case, inlined
+        else:
+            proc._call_sized(0, self.inner.data_received, conn, data)
 
     def connection_lost(self, conn, why):
         self.proc.conns.pop(conn, None)
@@ -127,7 +128,18 @@ class SimProcess:
         return self.engine.now
 
     def call_at(self, when, fn, *args):
-        event = self.engine.at(when, self._call, fn, *args)
+        return self._track(self.engine.at(when, self._call, fn, *args))
+
+    def retime(self, event, when, fn, *args):
+        """The same as ``event.cancel()`` (event: call_at's, or None) then
+        ``call_at(when, fn, *args)``, which it must have been made with; cheaper for a
+        timer moved after every reply (``Engine.retime``). Returns the handle to keep."""
+        if event is None or not event.alive:
+            return self.call_at(when, fn, *args)
+        moved = self.engine.retime(event, when)
+        return moved if moved is event else self._track(moved)
+
+    def _track(self, event):
         self._events.append(event)
         if len(self._events) > self._prune_at:      # keep only the pending ones
             self._events = [e for e in self._events if e.alive]

@@ -1,4 +1,6 @@
-"""TCP-like streams and datagrams over the simulated network: what a host's stack does.
+"""TCP-like streams over the simulated network: one end of a connection (``Conn``).
+
+A host's sockets (listeners, connections, datagram ports) are ``repronet.sim.stack``.
 
 The stream model, stated so users know what it leaves out (DESIGN.md repeats it):
 
@@ -34,17 +36,12 @@ The stream model, stated so users know what it leaves out (DESIGN.md repeats it)
 * close: ``close()`` delivers what was written, then the peer's application sees the
   connection end; ``abort()`` (and a process that is killed) sends a reset and drops what
   was in flight.
-
-A datagram (``sendto``) is one train of ceil(len / 1472) packets plus 42 header bytes each:
-delivered once, or lost, possibly reordered by jitter.
 """
 
 import collections
 
 MSS = 1448
 TCP_OVERHEAD = 66           # Ethernet 14 + IPv4 20 + TCP 20 + timestamps 12
-UDP_PAYLOAD = 1472
-UDP_OVERHEAD = 42           # Ethernet 14 + IPv4 20 + UDP 8
 SYN_BYTES = 74
 TRAIN_BYTES = 65536
 SNDBUF_WINDOWS = 2          # the send buffer holds this many windows (tcp_sndbuf_expand)
@@ -79,70 +76,25 @@ def window(net, src, dst, mss=MSS):
     return size if mss == MSS else size // mss * mss
 
 
-class Stack:
-    """One host's sockets: listeners, connections, datagram ports."""
+class _Train:
+    """One transmission of a data train, as Network.send_train calls it back: it arrived
+    (the peer takes it), was lost (resent after the RTO) or partly lost (repaired)."""
 
-    def __init__(self, network, host, ip):
-        self.net, self.engine = network, network.engine
-        self.host, self.ip = host, ip
-        self.listeners = {}         # port -> accept(conn) returning a protocol
-        self.udp = {}               # port -> datagram_received(data, (ip, port))
-        self.conns = set()
-        self.up = True
-        self.counters = collections.Counter()
-        self._ephemeral = 32768
-        network.stack_by_ip[ip] = self
+    __slots__ = ('conn', 'peer', 'seq', 'data', 'losses', 'sent_at', 'packets')
 
-    def listen(self, port, accept):
-        """accept(conn) is called per new connection and returns its protocol (an object
-        with connection_made(conn), data_received(conn, data), connection_lost(conn, why))."""
-        if port in self.listeners:
-            raise OSError('%s:%d: address already in use' % (self.ip, port))
-        self.listeners[port] = accept
+    def __init__(self, conn, seq, data, losses, packets):
+        self.conn, self.peer, self.seq, self.data = conn, conn.peer, seq, data
+        self.losses, self.sent_at, self.packets = losses, conn.stack.engine.now, packets
 
-    def unlisten(self, port):
-        """Stop accepting on port (open connections stay)."""
-        self.listeners.pop(port, None)
+    def arrived(self, t):
+        self.peer._arrive(self.conn, self.seq, self.data)
 
-    def connect(self, ip, port, protocol, mss=None):
-        """Open a connection to ip:port; protocol hears connection_made or connection_lost.
-        mss: the most payload per segment this client asks for (TCP_MAXSEG), at most MSS."""
-        self._ephemeral += 1
-        conn = Conn(self, protocol, (ip, port), MSS if mss is None else max(1, min(MSS, mss)))
-        self.conns.add(conn)
-        conn._syn(0)
-        return conn
+    def lost(self, t):
+        self.conn._retransmit_later(self.seq, self.data, self.losses, self.sent_at)
 
-    def bind_udp(self, port, received):
-        """received(data, (ip, port)) for each datagram arriving on port; OSError if the
-        port is taken (as bind() would say), never a silent takeover."""
-        if port in self.udp:
-            raise OSError('%s:%d: address already in use (UDP)' % (self.ip, port))
-        self.udp[port] = received
-
-    def sendto(self, data, addr, sport=0):
-        """Send one datagram from this host's port sport to addr (ip, port)."""
-        dst = self.net.stack_by_ip.get(addr[0])
-        if dst is None or not self.up:
-            return
-        n = len(data)
-        packets = _packets(n, UDP_PAYLOAD)
-        self.counters['datagrams_sent'] += 1
-        self.net.send(self.host, dst.host, n + packets * UDP_OVERHEAD, packets,
-                      lambda t: dst._datagram(bytes(data), (self.ip, sport), addr[1]))
-
-    def _datagram(self, data, source, port):
-        """A datagram arrived: hand it to the bound port, if any and if up."""
-        received = self.udp.get(port)
-        if received is not None and self.up:
-            received(data, source)
-
-    def shutdown(self):
-        """The host's processes died: reset every connection, close every port."""
-        self.listeners.clear()
-        self.udp.clear()
-        for conn in list(self.conns):
-            conn.abort()
+    def partial(self, t, missing):
+        self.conn._repair(self.seq, self.data, self.losses, self.sent_at, t,
+                          self.packets - missing, missing)
 
 
 class Conn:
@@ -279,17 +231,11 @@ class Conn:
             self.inflight -= acks.popleft()[1]
         while self.out and self.inflight < self.window and self.state in ('open', 'closing'):
             room = min(self.train, self.window - self.inflight)
-            parts, size = [], 0
-            while self.out and size < room:
-                chunk = self.out[0]
-                take = min(len(chunk), room - size)
-                parts.append(chunk[:take])
-                if take == len(chunk):
-                    self.out.popleft()
-                else:
-                    self.out[0] = chunk[take:]
-                size += take
-            data = b''.join(parts)
+            if len(self.out) == 1 and len(self.out[0]) <= room:     # one write, as it is
+                data = self.out.popleft()
+                size = len(data)
+            else:
+                data, size = self._take(room)
             self.queued -= size
             self.inflight += size
             seq, self.next_seq = self.next_seq, self.next_seq + 1
@@ -300,6 +246,20 @@ class Conn:
         if acks and self.wake is None and self.state in ('open', 'closing') and (
                 self.out or self.state == 'closing'):
             self.wake = self.stack.engine.at(acks[0][0], self._woken)
+
+    def _take(self, room):
+        """(bytes, their length): the next train of at most room bytes of what is queued."""
+        parts, size = [], 0
+        while self.out and size < room:
+            chunk = self.out[0]
+            take = min(len(chunk), room - size)
+            parts.append(chunk[:take])
+            if take == len(chunk):
+                self.out.popleft()
+            else:
+                self.out[0] = chunk[take:]
+            size += take
+        return b''.join(parts), size
 
     def _woken(self):
         self.wake = None
@@ -317,14 +277,10 @@ class Conn:
         whole = _packets(n, mss)
         packets = whole if packets is None else packets
         size = n if packets == whole else min(n, packets * mss)
-        sent_at = self.stack.engine.now
-        peer = self.peer
         self.bytes_sent += size
-        self.stack.net.send(self.stack.host, peer.stack.host, size + packets * TCP_OVERHEAD,
-                            packets, lambda t: peer._arrive(self, seq, data),
-                            lambda t: self._retransmit_later(seq, data, losses, sent_at),
-                            lambda t, missing: self._repair(seq, data, losses, sent_at, t,
-                                                            packets - missing, missing))
+        self.stack.net.send_train(self.stack.host, self.peer.stack.host,
+                                  size + packets * TCP_OVERHEAD,
+                                  _Train(self, seq, data, losses, packets))
 
     def _repair(self, seq, data, losses, sent_at, t, arrived, missing):
         """Some packets of train seq arrived at time t: resend the missing ones, after one
@@ -358,6 +314,12 @@ class Conn:
         sender.acks.append((self.stack.engine.now + self.back, len(data)))
         if sender.wake is None and (sender.out or sender.state == 'closing'):
             sender._pump()
+        if seq == self.expect and not self.early and self.protocol is not None \
+                and self.state != 'connecting':     # in order, nothing waiting: hand it on
+            self.expect += 1
+            self.bytes_received += len(data)
+            self.protocol.data_received(self, data)
+            return
         if seq < self.expect or seq in self.early:
             return
         self.early[seq] = data

@@ -1,0 +1,88 @@
+"""One node log record as a JSON line, the same for every writer of one.
+
+A node's log is one compact JSON object per line, ``t`` (seconds, rounded to the
+microsecond) and ``event`` first, then the record's fields in order. The real processes
+write it with ``nodes.dht.common.JsonLog`` and the simulator with ``repronet.sim.process``;
+both call ``line`` here, so the two backends cannot drift apart.
+
+The bytes are exactly ``json.dumps(record, separators=(',', ':'))``. Why not call that: the
+simulator writes one record per operation of every client, and under PyPy that call was
+about a fifth of a search. Flat fields (str, int, float, bool, None) are formatted here the
+way json's encoder formats them (``encode_basestring_ascii``, ``int.__repr__``,
+``float.__repr__``, NaN and Infinity as json spells them); any other value (a list, a dict,
+a subclass) goes through json's own encoder. ``tests/test_logline.py`` compares the two on
+random records.
+"""
+
+import json
+from json.encoder import encode_basestring_ascii as _quoted
+
+_ENCODE = json.JSONEncoder(separators=(',', ':')).encode     # what json.dumps does
+_FLOAT = float.__repr__
+_INT = int.__repr__
+_KEYS = {}                  # field name -> ',"name":' (a log has few names)
+_MAX_KEYS = 4096
+_FLOATS = {}                # positive float -> its repr (latencies repeat: 0.000235 ...)
+_MAX_FLOATS = 65536
+
+
+def line(t, event, fields):
+    """The line (with its newline) of a record at time t (seconds) of event with fields."""
+    text = '{"t":' + _time(t) + ',"event":' + _value(event)
+    keys = _KEYS
+    for name, value in fields.items():
+        key = keys.get(name)
+        if key is None:
+            key = _key(name)
+        text += key + _value(value)
+    return text + '}\n'
+
+
+def _time(t):
+    """repr(round(t, 6)), as json writes it, for a float t in [1e-4, 2**32) the cheap way:
+    '%.6f' rounds as round() does (the same correctly rounded conversion), and the double
+    nearest a decimal of at most six places (a microsecond) prints as that decimal, since
+    its neighbours there are closer together than a millionth. Else round() and repr."""
+    if type(t) is float and 1e-4 <= t < 4294967296.0:
+        text = '%.6f' % t
+        text = text.rstrip('0')
+        return text + '0' if text[-1] == '.' else text
+    return _value(round(t, 6))
+
+
+def _key(name):
+    """',"name":' for a field name, as json writes a key (remembered for a few thousand)."""
+    key = ',' + (_quoted(name) if type(name) is str else _ENCODE({name: 0})[1:-3]) + ':'
+    if len(_KEYS) < _MAX_KEYS:
+        _KEYS[name] = key
+    return key
+
+
+def _value(value):
+    """One field's value as json.dumps writes it."""
+    kind = type(value)
+    if kind is str:
+        return _quoted(value)
+    if kind is int:
+        return _INT(value)
+    if kind is float:
+        if value > 0.0 and value != _INF:       # not 0.0, -0.0, NaN or an infinity
+            text = _FLOATS.get(value)
+            if text is None:
+                text = _FLOAT(value)
+                if len(_FLOATS) < _MAX_FLOATS:
+                    _FLOATS[value] = text
+            return text
+        if value != value or value in (_INF, -_INF):
+            return _ENCODE(value)
+        return _FLOAT(value)
+    if value is True:
+        return 'true'
+    if value is False:
+        return 'false'
+    if value is None:
+        return 'null'
+    return _ENCODE(value)
+
+
+_INF = float('inf')
