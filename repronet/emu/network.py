@@ -101,7 +101,6 @@ class Network:
         self.net = None
         self.controller = None
         self.offloads_off = []
-        self.offloads_off_features, self.offloads_off_why = (), None
         self.gso_caps = {}          # {host interface: gso_max_size bytes}
         self._installed = False
         self._stopped = False
@@ -129,7 +128,7 @@ class Network:
             raise NetworkError('the OVS switches did not connect to the os-ken '
                                'controller within 30 s; see its log in logs/')
         if self.datapath == 'user':
-            self._offloads_off(OFFLOADS, 'userspace datapath: partial checksums')
+            self._offloads_off()
         elif self.links.shaped:
             self._cap_gso()
         try:
@@ -179,34 +178,33 @@ class Network:
 
     def _cap_gso(self):
         """Cap gso_max_size on each host interface with a rate (see the module docstring)."""
-        for host in self.net.hosts:
-            for intf in host.intfList():
-                bw = (getattr(intf, 'params', None) or {}).get('bw')
-                if intf.name == 'lo' or not bw:
-                    continue
-                size = max(int(bw * 1e6 / 8 * GSO_WINDOW_S), 1)
-                out, err, code = host.pexec(['ip', 'link', 'set', 'dev', intf.name,
-                                             'gso_max_size', str(size)])
-                if code != 0:
-                    raise NetworkError('cannot cap gso_max_size on %s: %s'
-                                       % (intf.name, err.strip()))
-                self.gso_caps[intf.name] = size
+        done = self._on_host_intfs(
+            lambda intf: ['ip', 'link', 'set', 'dev', intf.name, 'gso_max_size',
+                          str(_gso_size(intf))] if _gso_size(intf) else None,
+            'cap gso_max_size')
+        self.gso_caps = {intf.name: _gso_size(intf) for intf in done}
 
-    def _offloads_off(self, features, why):
-        """Turn off these offload features on every host interface."""
-        self.offloads_off_features, self.offloads_off_why = features, why
+    def _offloads_off(self):
+        """Turn off checksum/segmentation offload on every host interface."""
+        done = self._on_host_intfs(
+            lambda intf: ['ethtool', '-K', intf.name] + [w for f in OFFLOADS for w in (f, 'off')],
+            'turn offloads off')
+        self.offloads_off = [intf.name for intf in done]
+
+    def _on_host_intfs(self, argv_for, what):
+        """Run argv_for(intf) in its host for every host interface but lo that it gives a
+        command for; NetworkError saying what failed where. Returns the interfaces done."""
+        done = []
         for host in self.net.hosts:
             for intf in host.intfList():
-                if intf.name == 'lo':
+                argv = argv_for(intf) if intf.name != 'lo' else None
+                if not argv:
                     continue
-                argv = ['ethtool', '-K', intf.name]
-                for feature in features:
-                    argv += [feature, 'off']
                 out, err, code = host.pexec(argv)
                 if code != 0:
-                    raise NetworkError('cannot turn offloads off on %s: %s'
-                                       % (intf.name, err.strip()))
-                self.offloads_off.append(intf.name)
+                    raise NetworkError('cannot %s on %s: %s' % (what, intf.name, err.strip()))
+                done.append(intf)
+        return done
 
     def mechanisms(self):
         """Return what was chosen, for the manifest."""
@@ -223,8 +221,7 @@ class Network:
             if self.switch == 'osken' else None,
             'hosts': 'CPULimitedHost' if self.cpu_limits else 'Host',
             'cpu_limits': self.cpu_limits.record() if self.cpu_limits else None,
-            'offloads_off': {'features': list(self.offloads_off_features),
-                             'why': self.offloads_off_why,
+            'offloads_off': {'features': list(OFFLOADS),
                              'interfaces': list(self.offloads_off)}
             if self.offloads_off else None,
             'gso_caps': {'window_us': GSO_WINDOW_S * 1e6, 'max_size': dict(self.gso_caps)}
@@ -296,6 +293,12 @@ class Network:
         self.cpu_idle.stop()
         if errors:
             raise NetworkError('teardown incomplete: ' + '; '.join(errors))
+
+
+def _gso_size(intf):
+    """The gso_max_size cap of a host interface: its rate's bytes in GSO_WINDOW_S (0: no rate)."""
+    bw = (getattr(intf, 'params', None) or {}).get('bw')
+    return max(int(bw * 1e6 / 8 * GSO_WINDOW_S), 1) if bw else 0
 
 
 def _bridge_nf_call():
