@@ -9,7 +9,10 @@ again with 2-8 clients. The hypothesis: the real server pays per read(); idle, i
 reads per packet as a shaped link delivers them; busy, it takes many packets per read.
 
 How (the bench itself is ``benchmarks/dht_read_bench.py``): two network namespaces of this
-script's own joined by a veth pair, offloads off as the emulation's hosts have them. The real ``python -m nodes.dht.server`` (asyncio) runs in one
+script's own joined by a veth pair, offloads off (as the emulation's hosts had them only with
+the userspace datapath; since 2bae442 the emulation caps ``gso_max_size`` on shaped host
+interfaces instead, which ``htb1`` approaches). The real ``python -m nodes.dht.server``
+(asyncio) runs in one
 with a one-server ring (Part III); a client process in the other opens ``--clients``
 connections and, per round, sends one REGISTER of n unique names on each at once (threads),
 then waits for every Ack. Three ways the bytes arrive:
@@ -38,8 +41,10 @@ CPU difference over the read difference is the cost of a read: a least-squares l
 + r x reads + c x names over all conditions gives r (per read) and c (per name). With
 ``--dht-share DIR`` the same paths are also timed with dht8's own client program registering
 DIR's names in one message (its op latency, as dht8's tables report it; not paced: the
-program writes a message at once). Nothing is
-asserted; load averages are printed.
+program writes a message at once). Nothing is asserted; load averages are printed. It holds
+the machine lock (``/run/repronet.lock``) as every Mininet run does, and SIGTERM or Ctrl-C
+removes its namespaces; a SIGKILLed run leaves its two ``rcost<PID>-*`` namespaces (``ip netns
+del`` them).
 
     sudo /usr/bin/python3 benchmarks/dht_read_cost.py [--names 250,2000] [--clients 1,8]
         [--arrivals whole,htb,htb1,emu,paced] [--messages 30] [--bw 100] [--gap 200] [--repeat 2]
@@ -65,6 +70,8 @@ sys.path.insert(0, str(REPO))
 from benchmarks.dht_read_bench import (EVENTS, GSO_MAX_SEGS, LINKDELAY, PORT,  # noqa: E402
                                        SERVER_IP, Pair, SyscallCount, cpu_ns, start_server)
 from nodes.dht import codec                                     # noqa: E402
+from repronet.run import leftovers                              # noqa: E402
+from repronet.run.signals import Interrupted, SignalGuard       # noqa: E402
 
 HOLDER = '10.0.0.9:8000'
 ARRIVALS = ('whole', 'htb', 'htb1', 'emu', 'paced')
@@ -246,6 +253,21 @@ def main(argv=None):
     if 'emu' in args.arrivals and not os.access(LINKDELAY, os.X_OK):
         p.error('--arrivals emu needs the delay daemon: make -C repronet/emu/linkdelay')
     print('load average %s (before)' % ' '.join('%.2f' % v for v in os.getloadavg()))
+    try:
+        with SignalGuard(), leftovers.machine_lock():
+            rows = measure(args)
+    except Interrupted as e:
+        print('dht_read_cost: interrupted (%s); namespaces removed' % e, file=sys.stderr)
+        return 128 + e.signum
+    a, per_read, per_name = fit(rows)
+    print('least squares over %d conditions: server CPU per message = %.1f us + %.1f us per '
+          'read + %.2f us per name' % (len(rows), a * 1e3, per_read * 1e3, per_name * 1e3))
+    print('load average %s (after)' % ' '.join('%.2f' % v for v in os.getloadavg()))
+    return 0
+
+
+def measure(args):
+    """Every condition (and the dht client's, with --dht-share) on one bench: the rows."""
     rows = []
     with Pair() as pair:
         for rep in range(args.repeat):
@@ -267,11 +289,7 @@ def main(argv=None):
                 print('dht client  %-5s %5d names in one REGISTER: op latency %6.2f ms, server '
                       'CPU over the run %6.2f ms, load %.2f' % (arrival, names, latency, cpu,
                                                                os.getloadavg()[0]), flush=True)
-    a, per_read, per_name = fit(rows)
-    print('least squares over %d conditions: server CPU per message = %.1f us + %.1f us per '
-          'read + %.2f us per name' % (len(rows), a * 1e3, per_read * 1e3, per_name * 1e3))
-    print('load average %s (after)' % ' '.join('%.2f' % v for v in os.getloadavg()))
-    return 0
+    return rows
 
 
 if __name__ == '__main__':
