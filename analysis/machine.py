@@ -55,6 +55,9 @@ def holds(manifest):
             'against configured holds of %s us' % (
                 mean, '%.0f' % worst if is_number(worst) else '?',
                 '%g' % hold if longest == hold else '%g to %g' % (hold, longest)))
+    if is_number(record.get('serial_us_mean')):
+        text += (' after each packet\'s time on the rated links (%.1f us on average, timed '
+                 'by the daemons)' % record['serial_us_mean'])
     if is_number(share) and mean > share * hold:
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))

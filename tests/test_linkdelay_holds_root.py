@@ -79,9 +79,9 @@ def test_regular_sleep_keeps_a_polling_daemon_realtime(tmp_path):
     regular sleep off); with it (every 5 ms of CPU, a quarter of the budget) it must stay
     real-time. About 0.6 s of one CPU at SCHED_FIFO.
     """
+    from repronet.emu.linkemu_daemon import CHECK_C
     from tests.test_linkdelay_unit import _compile, run
-    check = _compile(tmp_path / 'linkdelay_check',
-                     ['linkdelay_check.c', 'linkdelay_core.c', 'linkdelay_sched.c'], ['-lm'])
+    check = _compile(tmp_path / 'linkdelay_check', list(CHECK_C), ['-lm'])
     bare = run(check, 'rttime', 20, 300, 0)
     assert bare['demoted'] == 1 and bare['forced'] == 0, bare
     guarded = run(check, 'rttime', 20, 300, 1)

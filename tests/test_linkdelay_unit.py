@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from analysis.fidelity import binom_quantiles
-from repronet.emu.linkemu_daemon import SOURCE_DIR
+from repronet.emu.linkemu_daemon import CHECK_C, CORE_C, SOURCE_DIR
 
 CFLAGS = ['-O2', '-Wall', '-Wextra', '-std=c11']
 
@@ -40,14 +40,14 @@ def _compile(out, sources, libs=()):
 def check(tmp_path_factory):
     """Path of the compiled driver."""
     out = tmp_path_factory.mktemp('linkdelay') / 'linkdelay_check'
-    return _compile(out, ['linkdelay_check.c', 'linkdelay_core.c', 'linkdelay_sched.c'], ['-lm'])
+    return _compile(out, list(CHECK_C), ['-lm'])
 
 
 @pytest.fixture(scope='module')
 def daemon(tmp_path_factory):
     """Path of the compiled daemon (same sources and libraries as its Makefile)."""
     out = tmp_path_factory.mktemp('linkdelay') / 'linkdelay'
-    return _compile(out, ['linkdelay.c', 'linkdelay_core.c', 'linkdelay_sched.c'],
+    return _compile(out, ['linkdelay.c'] + list(CORE_C),
                     ['-lnetfilter_queue', '-lnfnetlink', '-lm'])
 
 
@@ -66,7 +66,8 @@ def config(tmp_path, lines, name='c.conf'):
     return path
 
 
-GOOD = ['# SRC LOSS NHOPS DELAY JITTER ...', '', '10.0.0.2 0.010000000 2 1000 0 2500 100',
+GOOD = ['# SRC LOSS NHOPS DELAY JITTER ...', '', 'link 0 100000000', 'link 1 1',
+        '10.0.0.2 0.010000000 2 1000 0 2500 100 via 0 1',
         '  10.0.0.1 0 0', '10.0.0.3 1 64 ' + ' '.join(['60000000 60000000'] * 64)]
 
 BAD = [
@@ -89,7 +90,18 @@ BAD = [
     (['10.0.0.1 0 2 1000 0'], ':1: 2 hops announced, fewer given'),
     (['10.0.0.1 0 1 1000 0 7'], ':1: more values than the 1 hops announced'),
     (['10.0.0.256 0 0'], ":1: '10.0.0.256' is not an IPv4 source address"),
-    (['10.0.0.1'], ":1: expected 'SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ...'"),
+    (['10.0.0.1'], ":1: expected 'SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... [via LINK...]'"),
+    (['link 1 1000'], ":1: link id '1' is not the next one (0)"),
+    (['link 0 1000', 'link 0 1000'], ":2: link id '0' is not the next one (1)"),
+    (['link 0 0'], ":1: rate '0' of link 0 is not a whole number of bits per second in "
+                   "1..1000000000000"),
+    (['link 0 1e6'], ":1: rate '1e6' of link 0"),
+    (['link 0 1000 x'], ":1: expected 'link ID RATE_BPS', found more"),
+    (['link 0 1000', '10.0.0.1 0 1 5 0 via 1'], ":2: link '1' after 'via' is not one declared "
+                                                "above (1 'link' lines)"),
+    (['10.0.0.1 0 1 5 0 via 0'], ":1: link '0' after 'via' is not one declared above"),
+    (['link 0 1000', '10.0.0.1 0 1 5 0 via 0 0'], ":2: more links after 'via' than the 1 hops"),
+    (['10.0.0.1 0 1 5 0 vía 0'], ':1: more values than the 1 hops announced'),
     (['10.0.0.1 0 0', '# x', '10.0.0.1 0 1 5 0'], ':3: source 10.0.0.1 appears again '
                                                   '(first on line 1)'),
     (['10.0.0.1 0 0 ' + ' ' * 5000], ':1: line longer than 4094 bytes'),

@@ -108,6 +108,23 @@ def test_no_netem_falls_back_to_linkdelay_with_composed_paths():
     assert {r['mechanism'] for r in emu.records()} >= {'linkdelay', 'none'}
 
 
+def test_rates_ride_along_the_path_and_need_a_daemon_once_there_are_daemons():
+    """Without netem and with some delay, a path's rated hops go to its receiver's daemon
+    (which times each packet's bits on them): h3 -> h2 and h2 -> h3 cross only the rated
+    s1-s2 link, no delay, yet are active."""
+    emu = linkemu.plan(Line(first={'delay': '1ms'}, middle={'bw': 50}), caps())
+    h1h2 = emu.paths.path('h1', 'h2')
+    assert h1h2.rates == (0, 50_000_000, 0) and h1h2.rated() == [('s1->s2', 50_000_000)]
+    h3h2 = emu.paths.path('h3', 'h2')
+    assert h3h2.hops == ((0, 0), (0, 0), (0, 0)) and h3h2.active
+    assert emu.paths.path('h2', 'h3').rated() == [('s2->s1', 50_000_000)]
+    assert emu.paths.receivers() == ['h1', 'h2', 'h3']
+    assert emu.serialises
+    assert {(r['src'], r['dst']): r['mechanism'] for r in emu.records()}[('s1', 's2')] == \
+        'htb+linkdelay'
+    assert not linkemu.plan(Line(middle={'bw': 50}), caps()).serialises     # no daemons
+
+
 def test_bandwidth_only_needs_no_daemon_and_no_netem():
     """bw alone is HTB on any kernel; max_queue_size without netem is a pfifo leaf."""
     emu = linkemu.plan(Line(middle={'bw': 50, 'max_queue_size': 100}), caps())

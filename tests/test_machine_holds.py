@@ -66,3 +66,13 @@ def test_the_daemons_cpu_seconds_follow_with_the_other_servers_share():
                          'servers)')
     assert machine.describe(_manifest(daemons=rows[:1])).endswith('using 1.50 CPU seconds')
     assert machine.describe(_manifest(daemons=[{'host': 'h1'}])).endswith('100 to 400 us')
+
+
+def test_serialisation_time_is_stated_when_the_daemons_timed_it():
+    """A run whose daemons timed packets on rated links says how long that took on average,
+    after the holds; a record without it (no bw, older runs) adds nothing."""
+    text = machine.describe(_manifest(serial_us_mean=42.25, serialised=10))
+    assert ("against configured holds of 100 to 400 us after each packet's time on the rated "
+            "links (42.2 us on average, timed by the daemons)") in text
+    assert 'rated links' not in machine.describe(_manifest())
+    assert 'rated links' not in machine.describe(_manifest(serial_us_mean=None))

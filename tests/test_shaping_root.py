@@ -8,6 +8,13 @@ payload alone). ``repronet.emu.network`` caps each shaped host interface's ``gso
 one of eight such messages takes at least the payload's time at the rate. A busy machine
 can only make them slower, so the bound holds under load; the uncapped code fails it
 (checked: 6 of 8 messages under 0.5 ms).
+
+With link delay too, the link-delay daemons (linkdelay, no netem here) time every packet's
+bits on its path's rated links (``linkdelay_wire.c``), GSO packets as the frames they become,
+so there the cap is not set and the same bound must hold from the daemon alone; and a ping's
+round trip must include each packet's time on the four links it crosses, which HTB alone
+never added (a 1,428-byte ping took 0.2 ms plus processing over 100 Mbit/s links of 0.05
+ms, where its bits alone need 0.46 ms).
 """
 
 import subprocess
@@ -41,7 +48,8 @@ for i in range(8):
 ''' % SIZE
 
 
-def test_a_message_after_idle_takes_its_time_at_the_rate(tmp_path):
+def pair(tmp_path, **link):
+    """A started two-host network over one switch, every link alike."""
     from mininet.topo import Topo
     from repronet.emu import capabilities, network
 
@@ -49,12 +57,22 @@ def test_a_message_after_idle_takes_its_time_at_the_rate(tmp_path):
         def build(self):
             s1 = self.addSwitch('s1')
             for name in ('h1', 'h2'):
-                self.addLink(self.addHost(name), s1, bw=MBIT)
+                self.addLink(self.addHost(name), s1, **link)
 
-    net = network.Network(Pair(), 'lxbr', 'auto', capabilities.probe(), log_dir=tmp_path)
+    return network.Network(Pair(), 'lxbr', 'auto', capabilities.probe(), log_dir=tmp_path)
+
+
+@pytest.mark.parametrize('delay_ms', [0, 0.05])
+def test_a_message_after_idle_takes_its_time_at_the_rate(tmp_path, delay_ms):
+    link = {'bw': MBIT, **({'delay': '%gms' % delay_ms} if delay_ms else {})}
+    net = pair(tmp_path, **link)
     try:
         net.start()
-        assert net.mechanisms()['gso_caps']['max_size'] == {'h1-eth0': 2500, 'h2-eth0': 2500}
+        caps = net.mechanisms()['gso_caps']
+        if delay_ms:
+            assert caps is None and net.links.serialises
+        else:
+            assert caps['max_size'] == {'h1-eth0': 2500, 'h2-eth0': 2500}
         h1, h2 = net.net.get('h1', 'h2')
         server = h2.popen([PYTHON, '-c', SERVER], stdout=subprocess.PIPE, text=True)
         assert server.stdout.readline().strip() == 'ready'
@@ -67,5 +85,24 @@ def test_a_message_after_idle_takes_its_time_at_the_rate(tmp_path):
     print('42,000 bytes over %g Mbit/s after 0.3 s idle: %s ms' % (
         MBIT, ', '.join('%.2f' % t for t in took_ms)))
     assert len(took_ms) == 8
-    floor_ms = SIZE * 8 / (MBIT * 1e6) * 1000
+    floor_ms = SIZE * 8 / (MBIT * 1e6) * 1000 + 2 * delay_ms
     assert min(took_ms) >= floor_ms, (took_ms, floor_ms)
+
+
+def test_a_ping_takes_its_bits_time_on_every_link(tmp_path):
+    """ping -U -s 1400 (1,428-byte IP packets, 1,442 on the wire; -U: user-space times, since
+    the kernel stamps a reply before the hold) over two 100 Mbit/s links of
+    0.05 ms each way: its round trip crosses four links, so at least 4 x 115.36 us + 0.2 ms;
+    the fastest of 20 (load only adds) stays within 0.5 ms of that."""
+    net = pair(tmp_path, bw=MBIT, delay='0.05ms')
+    try:
+        net.start()
+        h1, h2 = net.net.get('h1', 'h2')
+        out = h1.cmd('ping -U -c 20 -i 0.05 -s 1400 %s' % h2.IP())   # -U: kernel stamps precede the hold
+    finally:
+        net.stop()
+    rtts = [float(w.split('=')[1]) for w in out.split() if w.startswith('time=')]
+    floor_ms = 4 * (1428 + 14) * 8 / (MBIT * 1e6) * 1000 + 0.2
+    print('ping -s 1400 RTT min %.3f ms, floor %.3f ms' % (min(rtts), floor_ms))
+    assert len(rtts) >= 19, out
+    assert floor_ms <= min(rtts) < floor_ms + 0.5, (rtts, floor_ms)

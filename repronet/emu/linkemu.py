@@ -191,6 +191,12 @@ class LinkEmulation:
         return self.mechanism == 'linkdelay' and self.paths is not None and \
             bool(self.paths.receivers())
 
+    @property
+    def serialises(self):
+        """True when the daemons time each packet's bits on the rated links (linkdelay_wire.c):
+        with daemons at all, every host reached over a link with bw has one."""
+        return self.shaped and self.needs_daemons
+
     def install(self, net, log_dir=None):
         """Start what the mechanism needs in the started network and check it is ready."""
         if not self.needs_daemons:
@@ -255,7 +261,8 @@ class LinkEmulation:
             parts.append('htb')
         if p.max_queue_size is not None and self.mechanism == 'linkdelay':
             parts.append('pfifo')
-        if p.needs_delay_or_loss or (p.max_queue_size is not None and self.mechanism == 'netem'):
+        if p.needs_delay_or_loss or (p.max_queue_size is not None and self.mechanism == 'netem') \
+                or (p.bw is not None and self.serialises):   # the daemon times its bits
             parts.append(self.mechanism)
         return '+'.join(parts) or 'none'
 

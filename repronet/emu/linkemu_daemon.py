@@ -47,8 +47,10 @@ from repronet.run.results import read_jsonl
 
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'linkdelay')
 BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
-SOURCES = ('linkdelay.c', 'linkdelay_core.c', 'linkdelay_core.h', 'linkdelay_sched.c',
-           'linkdelay_sched.h', 'Makefile')
+# The daemon's C files without netfilter (the unit tests compile them with the check driver).
+CORE_C = ('linkdelay_core.c', 'linkdelay_config.c', 'linkdelay_wire.c', 'linkdelay_sched.c')
+CHECK_C = ('linkdelay_check.c', 'linkdelay_check_wire.c') + CORE_C
+SOURCES = ('linkdelay.c',) + CORE_C + ('linkdelay_core.h', 'linkdelay_sched.h', 'Makefile')
 CHAIN = 'REPRONET_LINKDELAY'
 QUEUE = 0
 READY_TIMEOUT = 5.0         # seconds, plus READY_PER_DAEMON for each daemon started
@@ -176,11 +178,14 @@ class DaemonSet:
 
     def _start_one(self, net, binary, folder, dst):
         """Write the config of dst and start its daemon (not waiting for it)."""
-        lines, simple, holds = [], True, []
+        lines, simple, holds, links = [], True, [], {}
         for spec in self.paths.to(dst):
             hops = ' '.join(f'{d} {j}' for d, j in spec.hops)
             holds.append(sum(d for d, _ in spec.hops))
             simple = simple and spec.loss == 0 and all(j == 0 for _, j in spec.hops)
+            via = [links.setdefault((name, rate), len(links)) for name, rate in spec.rated()]
+            if via:
+                hops += ' via ' + ' '.join(map(str, via))
             for intf in net[spec.src].intfList():
                 if intf.IP():
                     lines.append(f'{intf.IP()} {spec.loss:.9f} {len(spec.hops)} {hops}\n')
@@ -188,8 +193,10 @@ class DaemonSet:
         intfs = [i.name for i in host.intfList() if i.name != 'lo']
         config = os.path.join(folder, f'linkdelay-{dst}.conf')
         with open(config, 'w') as f:
-            f.write('# SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... '
-                    '(written by repronet/emu/linkemu_daemon.py)\n')
+            f.write('# link ID RATE_BPS, then SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... '
+                    '[via ID ...] (written by repronet/emu/linkemu_daemon.py)\n')
+            for (name, rate), i in links.items():
+                f.write(f'# {name}\nlink {i} {rate}\n')
             f.writelines(lines)
         if hasattr(host, 'put_file'):   # a host on another server reads its own copy
             config = host.put_file(config)
@@ -260,7 +267,8 @@ class DaemonSet:
         it exceeds LATE_SHARE of the smallest configured hold (jitter aside) of any daemon.
         Each row also has the spin window the daemon learned and what it learned it from, and
         ``rt_demoted`` lists the daemons that left SCHED_FIFO (they ran RT_BUDGET_MS without
-        sleeping and were late from then on)."""
+        sleeping and were late from then on). ``serial_us_mean`` is the mean time a packet's
+        bits took on its path's rated links (linkdelay_wire.c), before its hold began."""
         rows, held, late_sum = [], 0, 0.0
         for name, d in sorted(self.daemons.items()):
             final = d.final or {}
@@ -271,7 +279,7 @@ class DaemonSet:
                          'server': getattr(d.host, 'server', None) or 'localhost',
                          **{k: final.get(k) for k in (
                              'late_us_mean', 'late_us_max', 'queued_us_mean',
-                             'verdict_us_mean', 'policy',
+                             'verdict_us_mean', 'serialised', 'serial_us_mean', 'policy',
                              'rt_demoted', 'rt_demoted_after_s', 'forced_sleeps', 'spin_ms',
                              'spin_us', 'spin_cap_us', 'spin_permille', 'wake_samples',
                              'wake_overshoot_us_q', 'wake_overshoot_us_max')}})
@@ -282,7 +290,10 @@ class DaemonSet:
         maxes = [r['hold_us_max'] for r in rows if r['hold_us_max']]
         worst = [r['late_us_max'] for r in rows if r['late_us_max'] is not None]
         mean = late_sum / held if held else None
-        return {'late_share': LATE_SHARE, 'hold_us_min': min(mins) if mins else None,
+        timed = sum(r['serialised'] or 0 for r in rows)
+        serial = sum((r['serialised'] or 0) * (r['serial_us_mean'] or 0) for r in rows)
+        return {'serialised': timed, 'serial_us_mean': serial / timed if timed else None,
+                'late_share': LATE_SHARE, 'hold_us_min': min(mins) if mins else None,
                 'hold_us_max': max(maxes) if maxes else None, 'released': held,
                 'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,
                 'marked': bool(mins and mean is not None and mean > LATE_SHARE * min(mins)),

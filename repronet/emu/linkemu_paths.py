@@ -11,6 +11,11 @@ The composition follows netem's per-link semantics: one-way delay is the sum of 
 delays; each link adds its own jitter, drawn uniformly in [-jitter, +jitter] as netem does
 without a distribution table, so the daemon draws one sample per link and sums them; loss
 compounds, ``1 - prod(1 - p_i)``.
+
+Link rates (``bw``) are kept per hop too: HTB keeps each rate over time, and the daemon
+sends each packet through the rated links of its path, one clock per link direction (see
+``repronet/emu/linkdelay/linkdelay_wire.c``), so a packet also takes the time its bits need.
+Once a topology has daemons at all, a path with a rate counts as active even without delay.
 """
 
 import collections
@@ -26,6 +31,7 @@ class PathSpec:
     hops: tuple        # ((delay_us, jitter_us), ...) one per link direction crossed
     loss: float        # probability 0..1, compounded over the hops
     links: tuple       # ('h1->s1', 's1->h2', ...) for records and messages
+    rates: tuple = ()  # bits/s of each hop, 0 where the link direction has no bw
 
     @property
     def delay_ms(self):
@@ -35,7 +41,11 @@ class PathSpec:
     @property
     def active(self):
         """True when the daemon must hold or drop anything on this path."""
-        return self.loss > 0 or any(d > 0 or j > 0 for d, j in self.hops)
+        return self.loss > 0 or any(d > 0 or j > 0 for d, j in self.hops) or any(self.rates)
+
+    def rated(self):
+        """[(link name, bits/s)] of the hops with a rate, in path order."""
+        return [(name, r) for name, r in zip(self.links, self.rates) if r]
 
 
 def check_forest(nodes, edges, hosts, where='topology'):
@@ -87,19 +97,21 @@ class PathTable:
         self._receivers = None
 
     def _walk(self, dst):
-        """{node: (next node toward dst, hops to dst, probability to survive)} for dst."""
-        reached = {dst: (None, (), 1.0)}
+        """{node: (next node toward dst, hops to dst, probability to survive, rates)} for dst."""
+        reached = {dst: (None, (), 1.0, ())}
         queue = collections.deque([dst])
         while queue:
             node = queue.popleft()
             if node in self._host_set and node != dst:
                 continue            # hosts never forward (check_forest)
-            _, hops, keep = reached[node]
+            _, hops, keep, rates = reached[node]
             for nxt in self._adjacent.get(node, ()):
                 if nxt not in reached:
                     p = self._directions[(nxt, node)]
                     hop = (int(round(p.delay_ms * 1000)), int(round(p.jitter_ms * 1000)))
-                    reached[nxt] = (node, (hop,) + hops, keep * (1.0 - p.loss / 100.0))
+                    rate = int(round(p.bw * 1e6)) if p.bw else 0
+                    reached[nxt] = (node, (hop,) + hops, keep * (1.0 - p.loss / 100.0),
+                                    (rate,) + rates)
                     queue.append(nxt)
         return reached
 
@@ -117,12 +129,12 @@ class PathTable:
     @staticmethod
     def _spec(src, dst, reached):
         """Compose src's entry of a walk towards dst into a PathSpec."""
-        nxt, hops, keep = reached[src]
+        nxt, hops, keep, rates = reached[src]
         names, node = [], src
         while nxt is not None:
             names.append(f'{node}->{nxt}')
             node, nxt = nxt, reached[nxt][0]
-        return PathSpec(src, dst, hops, 1.0 - keep, tuple(names))
+        return PathSpec(src, dst, hops, 1.0 - keep, tuple(names), rates)
 
     def receivers(self):
         """Hosts with at least one active path to them (a daemon each), sorted."""
@@ -130,8 +142,8 @@ class PathTable:
             self._receivers = []
             for dst in self.hosts:
                 reached = self._walk(dst)
-                if any(keep < 1.0 or any(d or j for d, j in hops)
-                       for h, (_, hops, keep) in reached.items()
+                if any(keep < 1.0 or any(d or j for d, j in hops) or any(rates)
+                       for h, (_, hops, keep, rates) in reached.items()
                        if h in self._host_set and h != dst):
                     self._receivers.append(dst)
         return self._receivers
@@ -166,5 +178,6 @@ class PathTable:
                         'loss_min': round(100.0 * min(p.loss for p in active), 9),
                         'loss_max': round(100.0 * max(p.loss for p in active), 9),
                         'hops_max': max(len(p.hops) for p in active),
-                        'jitter': any(j for p in active for _, j in p.hops)})
+                        'jitter': any(j for p in active for _, j in p.hops),
+                        'rated_links': len({n for p in active for n, _ in p.rated()})})
         return out

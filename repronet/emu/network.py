@@ -28,7 +28,10 @@ mechanism produced its numbers:
   packet is one packet for a delay daemon to hold, and turning GSO off cost a 500
   Mbit/s TCP transfer with 1 ms 15 % of its rate, a 100 us window 1.2 cores of daemon
   CPU against 0.6-0.8 at 200 us and 0.3 uncapped (benchmarks/lan_latency.py, load 2-2.6).
-  Recorded as ``gso_caps``.
+  Recorded as ``gso_caps``. Where link-delay daemons run (linkdelay without netem), they
+  time every packet's bits on its path's rated links themselves, GSO packets as the frames
+  they become (``linkdelay_wire.c``), so there the cap is not set: whole GSO packets mean
+  fewer verdicts, and the timing is right without it.
 - hosts: ``repronet.emu.cpulimit.CPULimitedHost`` as soon as any host asks for a
   CPU limit (``cores=`` of one core, or Mininet's ``cpu=`` fraction of the machine), on
   cgroup v2 or v1 as the capability probe found; the limits are checked (and the
@@ -129,7 +132,7 @@ class Network:
                                'controller within 30 s; see its log in logs/')
         if self.datapath == 'user':
             self._offloads_off()
-        elif self.links.shaped:
+        elif self.links.shaped and not self.links.serialises:
             self._cap_gso()
         try:
             self.links.install(self.net, log_dir=self.log_dir)
@@ -227,6 +230,10 @@ class Network:
             'gso_caps': {'window_us': GSO_WINDOW_S * 1e6, 'max_size': dict(self.gso_caps)}
             if self.gso_caps else None,
             'link_mechanism': self.links.mechanism,
+            'serialisation': ('linkdelay: each packet timed on its path\'s rated links, '
+                              'GSO packets as their MTU frames' if self.links.serialises else
+                              'htb' + (' with the gso cap' if self.gso_caps else ''))
+            if self.links.shaped else None,
             'links': self.links.records(),
             'link_daemons': self.links.daemon_schedule(),
             'ports': self.ports(),

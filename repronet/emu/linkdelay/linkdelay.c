@@ -38,8 +38,14 @@
  * Signals (SIGTERM/SIGINT stop, SIGUSR1 prints stats) are blocked except inside ppoll, so one
  * that arrives while the loop is busy is taken by the next wait instead of being lost.
  *
- * Config file, one line per source address (linkdelay_core.c checks every field):
- *     SRC_IPV4 LOSS_PROBABILITY NHOPS DELAY_US JITTER_US [DELAY_US JITTER_US ...]
+ * Serialisation (linkdelay_wire.c): a source whose path crosses links with a rate has them
+ * listed after "via"; the hold then counts from when the packet's last bit has crossed them
+ * (each link one clock, shared by every source crossing it), not from its arrival.
+ *
+ * Config file, one line per rated link, then one per source address (linkdelay_core.c
+ * checks every field):
+ *     link ID RATE_BPS                               (IDs 0, 1, 2, ... in order)
+ *     SRC_IPV4 LOSS_PROBABILITY NHOPS DELAY_US JITTER_US [DELAY_US JITTER_US ...] [via ID ...]
  * Control (with --control-stdin; stdin is the runner's pipe): a line "seed N" reseeds every
  * source from (N, --host-id, source) and prints {"event": "seeded", ...}; end of file means
  * the runner is gone, and the daemon exits (so a crashed runner leaves no daemon behind).
@@ -75,6 +81,7 @@ static uint64_t seed, host_id;
 static uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
 static uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
 static uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
+static uint64_t serialised, serial_ns_sum, serial_ns_max;
 static unsigned rt_priority, rt_budget_ms = 200;
 static struct ld_spin spin;
 static struct ld_block block;
@@ -130,7 +137,7 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 	int len = nfq_get_payload(nfa, &payload);
 	uint32_t id, src;
 	struct ld_source *s;
-	uint64_t hold_ns, now = now_ns();
+	uint64_t hold_ns, ready, now = now_ns();
 	(void)q; (void)msg; (void)data;
 
 	if (!ph)
@@ -152,12 +159,26 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 		verdict(id, NF_DROP);
 		return 0;
 	}
-	if (hold_ns == 0) {
+	if (hold_ns == 0 && !s->nvia) {
 		accepted++;
 		verdict(id, NF_ACCEPT);
 		return 0;
 	}
-	if (ld_heap_push(&heap, (struct ld_held){arrival_ns(nfa, now) + hold_ns, arrivals, id}) < 0) {
+	ready = arrival_ns(nfa, now);
+	if (s->nvia) {
+		uint32_t ip_len, hdr_len;
+		uint64_t arrived = ready;
+		if (ld_wire_lengths(payload, len, &ip_len, &hdr_len) < 0) {
+			ip_len = LD_MTU;    /* unreadable length: one full frame */
+			hdr_len = 0;
+		}
+		ready = ld_serialise(&table, s, arrived, ip_len, hdr_len);
+		serialised++;
+		serial_ns_sum += ready - arrived;
+		if (ready - arrived > serial_ns_max)
+			serial_ns_max = ready - arrived;
+	}
+	if (ld_heap_push(&heap, (struct ld_held){ready + hold_ns, arrivals, id}) < 0) {
 		fprintf(stderr, "linkdelay: out of memory holding %zu packets\n", heap.len);
 		exit(1);
 	}
@@ -203,8 +224,16 @@ static void print_stats(const char *event)
 	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
 	       (unsigned long long)seed);
 	print_schedule();
-	printf(", \"spin_ms\": %.3f, \"spin_windows_exhausted\": %llu, \"sources\": [",
-	       spin.total_ns / 1e6, (unsigned long long)spin.windows_exhausted);
+	printf(", \"spin_ms\": %.3f, \"spin_windows_exhausted\": %llu, \"serialised\": %llu, "
+	       "\"serial_us_mean\": %.3f, \"serial_us_max\": %.3f, \"links\": [",
+	       spin.total_ns / 1e6, (unsigned long long)spin.windows_exhausted,
+	       (unsigned long long)serialised, serialised ? serial_ns_sum / 1000.0 / serialised : 0.0,
+	       serial_ns_max / 1000.0);
+	for (size_t i = 0; i < table.nlinks; i++)
+		printf("%s{\"id\": %zu, \"rate_bps\": %llu, \"packets\": %llu, \"busy_ms\": %.3f}",
+		       i ? ", " : "", i, (unsigned long long)table.links[i].rate_bps,
+		       (unsigned long long)table.links[i].packets, table.links[i].busy_ns / 1e6);
+	printf("], \"sources\": [");
 	for (size_t i = 0; i < table.n; i++) {
 		char addr[INET_ADDRSTRLEN];
 		struct in_addr a = {htonl(table.v[i].addr)};

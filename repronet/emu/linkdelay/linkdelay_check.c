@@ -30,13 +30,18 @@
  *       needs root: polls without sleeping for SPIN_MS at SCHED_FIFO 10 with an RLIMIT_RTTIME
  *       of BUDGET_MS, taking the daemon's regular sleep if REGULAR is 1;
  *       {"demoted": 0|1, "demoted_after_ms": N|null, "forced": N}
+ *   serialise FILE IP:READY_NS:IP_LEN:HDR_LEN...
+ *       each packet through the rated links of its source's path (linkdelay_wire.c), in the
+ *       order given; {"done_ns": [when each one's last bit left], "links": [busy ns of each]}
+ *   wire HEX                           {"ip_len": N, "hdr_len": N} or {"ip_len": null}
+ *       the lengths the daemon reads from a packet's first bytes (at most 40, as it copies)
  *   overshoot COUNT SLEEP_NS PRIORITY
  *       a measurement, not a check: COUNT timed sleeps of SLEEP_NS the way the daemon sleeps
  *       (ppoll, timer slack 1 ns; SCHED_FIFO PRIORITY unless 0, which needs root), each fed
  *       to the learned window; {"p50_ns", "p90_ns", "p99_ns", "max_ns", "spin_ns"}
  */
 #define _GNU_SOURCE
-#include "linkdelay_core.h"
+#include "linkdelay_check.h"
 #include "linkdelay_sched.h"
 
 #include <arpa/inet.h>
@@ -48,9 +53,9 @@
 
 #define MAX_PACKETS 10000000ull
 
-static struct ld_table table;
+struct ld_table table;
 
-static void load(const char *path)
+void load(const char *path)
 {
 	char err[LD_ERR_MAX];
 	FILE *f = fopen(path, "r");
@@ -65,7 +70,7 @@ static void load(const char *path)
 	fclose(f);
 }
 
-static uint32_t addr_of(const char *text)
+uint32_t addr_of(const char *text)
 {
 	struct in_addr a;
 	if (inet_pton(AF_INET, text, &a) != 1) {
@@ -75,7 +80,7 @@ static uint32_t addr_of(const char *text)
 	return ntohl(a.s_addr);
 }
 
-static uint64_t number(const char *text)
+uint64_t number(const char *text)
 {
 	uint64_t v;
 	if (ld_parse_u64(text, UINT64_MAX, &v) < 0) {
@@ -370,12 +375,17 @@ int main(int argc, char **argv)
 		return cmd_block(argc - 2, argv + 2);
 	if (!strcmp(cmd, "rttime") && argc == 5)
 		return cmd_rttime(argv + 2);
+	if (!strcmp(cmd, "serialise") && argc >= 4)
+		return cmd_serialise(argc - 2, argv + 2);
+	if (!strcmp(cmd, "wire") && argc == 3)
+		return cmd_wire(argv[2]);
 	if (!strcmp(cmd, "overshoot") && argc == 5)
 		return cmd_overshoot(argv + 2);
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
 		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
 		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]... | learn CAP_US OVERSHOOT_NS... | "
 		"block PERIOD_NS NOW:NVCSW:CPU... | rttime BUDGET_MS SPIN_MS REGULAR | "
+		"serialise FILE IP:READY:LEN:HDR... | wire HEX | "
 		"overshoot COUNT SLEEP_NS PRIORITY\n");
 	return 2;
 }

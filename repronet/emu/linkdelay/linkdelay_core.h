@@ -18,6 +18,8 @@
 #define LD_MAX_SOURCES 65536
 #define LD_LINE_MAX 4096
 #define LD_ERR_MAX 256
+#define LD_MAX_LINKS 65536
+#define LD_MAX_RATE_BPS 1000000000000ull   /* 1 Tbit/s */
 
 struct ld_source {
 	uint32_t addr;                  /* host byte order: the table's sort key */
@@ -26,13 +28,24 @@ struct ld_source {
 	int nhops;
 	uint32_t delay_us[LD_MAX_HOPS];
 	uint32_t jitter_us[LD_MAX_HOPS];
+	int nvia;                       /* the rated links the path crosses, in order ("via") */
+	uint32_t via[LD_MAX_HOPS];
 	uint64_t rng;                   /* this source's own generator (xorshift64*) */
 	uint64_t packets, dropped;
+};
+
+/* One link direction with a rate: the serialisation clock of linkdelay_wire.c. */
+struct ld_link {
+	uint64_t rate_bps;
+	uint64_t free_ns;               /* when its last segment's last bit has left */
+	uint64_t packets, busy_ns;      /* what it carried: for the stats line */
 };
 
 struct ld_table {
 	struct ld_source *v;            /* sorted by addr, no duplicates */
 	size_t n;
+	struct ld_link *links;          /* "link ID RATE_BPS" lines, ID = index */
+	size_t nlinks;
 };
 
 struct ld_held {
@@ -59,6 +72,19 @@ void ld_seed(struct ld_table *t, uint64_t seed, uint64_t host_id);
 
 /* Count one packet of s; return 1 to drop it, else 0 with the time to hold it in *hold_ns. */
 int ld_decide(struct ld_source *s, uint64_t *hold_ns);
+
+/*
+ * Serialisation (linkdelay_wire.c). ld_wire_lengths reads an IPv4 packet's total length
+ * and its IP + transport header length from the first caplen bytes (0 on success).
+ * ld_serialise sends a packet of that size, present in full at ready_ns, through the rated
+ * links of s's path, store-and-forward, as the MTU-sized segments the wire carries, and
+ * returns when its last bit has left the last of them (ready_ns when the path has none).
+ */
+#define LD_MTU 1500
+#define LD_L2_BYTES 14                  /* what HTB counts per frame besides the IP packet */
+int ld_wire_lengths(const unsigned char *ip, int caplen, uint32_t *ip_len, uint32_t *hdr_len);
+uint64_t ld_serialise(struct ld_table *t, const struct ld_source *s, uint64_t ready_ns,
+		      uint32_t ip_len, uint32_t hdr_len);
 
 int ld_heap_push(struct ld_heap *h, struct ld_held item);   /* -1 when out of memory */
 struct ld_held ld_heap_pop(struct ld_heap *h);               /* h->len must be > 0 */
