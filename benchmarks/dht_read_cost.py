@@ -43,8 +43,9 @@ CPU difference over the read difference is the cost of a read: a least-squares l
 DIR's names in one message (its op latency, as dht8's tables report it; not paced: the
 program writes a message at once). Nothing is asserted; load averages are printed. It holds
 the machine lock (``/run/repronet.lock``) as every Mininet run does, and SIGTERM or Ctrl-C
-removes its namespaces; a SIGKILLed run leaves its two ``rcost<PID>-*`` namespaces (``ip netns
-del`` them).
+removes its namespaces; a SIGKILLed run leaves its two ``rcost<PID>-*`` namespaces with their
+server and delay daemon, which ``repronet clean`` (and every run's start) removes once that
+PID is gone.
 
     sudo /usr/bin/python3 benchmarks/dht_read_cost.py [--names 250,2000] [--clients 1,8]
         [--arrivals whole,htb,htb1,emu,paced] [--messages 30] [--bw 100] [--gap 200] [--repeat 2]

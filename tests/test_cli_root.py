@@ -235,3 +235,29 @@ def test_clean_removes_old_capability_probe_namespaces():
     finally:
         for name in (old, young):
             subprocess.run(['ip', 'netns', 'del', name], capture_output=True)
+
+
+@pytest.mark.root
+def test_clean_removes_a_killed_read_cost_benchmarks_namespaces_and_processes():
+    """A name whose benchmark PID is gone goes, with the process inside it; one named after a
+    live process (this test's) stays."""
+    dead = 4194304 + 1      # above pid_max's ceiling: never a live process
+    stale, live = 'rcost%d-s' % dead, 'rcost%d-c' % os.getpid()
+    for name in (stale, live):
+        subprocess.run(['ip', 'netns', 'add', name], check=True)
+    inside = subprocess.Popen(['ip', 'netns', 'exec', stale, 'sleep', '300'])
+    try:
+        for _ in range(100):        # until the sleep has entered the namespace
+            if subprocess.run(['ip', 'netns', 'pids', stale], capture_output=True,
+                              text=True).stdout.split():
+                break
+            time.sleep(0.05)
+        done = namespaces.bench_namespaces()
+        assert done == ["namespace %s (a killed read-cost benchmark's, 1 processes)" % stale]
+        assert inside.wait(5) == -9
+        assert not os.path.exists('/run/netns/' + stale)
+        assert os.path.exists('/run/netns/' + live)
+    finally:
+        inside.kill()
+        for name in (stale, live):
+            subprocess.run(['ip', 'netns', 'del', name], capture_output=True)

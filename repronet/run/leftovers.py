@@ -32,8 +32,9 @@ namespace, its rules and its veth pairs.  iptables chains that repronet names
 (``REPRONET_*``) are removed from the root namespace too, should a version put
 them there, and so are the capability probe's named namespaces
 (``rncap-*``) older than ``PROBE_AGE`` seconds (left by a probe killed
-mid-way; a younger one may be a live probe, which runs without the lock).
-``repronet.run.namespaces`` finds both.  CPU-limited hosts run in cgroups
+mid-way; a younger one may be a live probe, which runs without the lock), and
+the read-cost benchmark's (``rcost<PID>-*``) once that PID is gone, with what
+still runs in them. ``repronet.run.namespaces`` finds them all.  CPU-limited hosts run in cgroups
 under a parent named ``repronet`` (``repronet.emu.cpulimit``); a SIGKILLed
 run leaves them, so ``clean()`` removes every group under that parent (killing
 what is still in it, deepest group first) and the parent, and no other group.
@@ -309,7 +310,7 @@ def _stale_cgroups():
 def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
     """Remove what an earlier crashed run left; print (if say) and return
     what went."""
-    done = namespaces.probe_namespaces(probe_age)
+    done = namespaces.probe_namespaces(probe_age) + namespaces.bench_namespaces()
     state = State.load(state_path)
     live = state.runner_alive() if state is not None else None
     if live:    # its network is in use, not left behind

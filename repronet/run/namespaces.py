@@ -8,16 +8,21 @@ these helpers find the processes still in it.  Namespace inodes are reused once 
 namespace counts as the run's only while it still holds one of those interfaces.
 
 The capability probe's named namespaces (``rncap-*``, ``repronet.emu.capabilities``) are the
-other kind found here: one is left when a probe is killed mid-way.
+other kind found here: one is left when a probe is killed mid-way; and the read-cost
+benchmark's (``rcost<PID>-s``/``-c``, ``benchmarks/dht_read_bench.py``), left with their
+server and delay daemon when that benchmark is SIGKILLed.
 """
 
 import os
+import re
+import signal
 import subprocess
 import time
 
 NETNS_DIR = '/run/netns'
 PROBE_PREFIX = 'rncap-'
 PROBE_AGE = 300     # seconds: older rncap-* namespaces are no live probe's (it takes seconds)
+BENCH_NAME = re.compile(r'rcost(\d+)-[sc]$')   # the PID of the benchmark that made it
 
 
 def comm(pid):
@@ -118,4 +123,30 @@ def probe_namespaces(min_age):
                 ['ip', 'netns', 'del', name], capture_output=True).returncode == 0:
             done.append('namespace %s (a capability probe\'s, %.0f s old)'
                         % (name, age))
+    return done
+
+
+def bench_namespaces():
+    """Delete the read-cost benchmark's namespaces whose benchmark process is gone, and
+    SIGKILL what still runs in them (its index server, its delay daemon): a benchmark that
+    is alive (its PID in the name exists) keeps its own."""
+    done = []
+    try:
+        names = sorted(n for n in os.listdir(NETNS_DIR) if BENCH_NAME.match(n))
+    except OSError:
+        return done
+    for name in names:
+        if os.path.exists('/proc/%s' % BENCH_NAME.match(name).group(1)):
+            continue
+        listed = subprocess.run(['ip', 'netns', 'pids', name], capture_output=True, text=True)
+        pids = [int(p) for p in listed.stdout.split() if p.isdigit()]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_gone(pids)
+        if subprocess.run(['ip', 'netns', 'del', name], capture_output=True).returncode == 0:
+            done.append('namespace %s (a killed read-cost benchmark\'s, %d processes)'
+                        % (name, len(pids)))
     return done
