@@ -13,7 +13,6 @@ exists, so the runner's teardown stops a network whose start failed half-way.
 import sys
 
 from repronet.run import cpu, options
-from repronet.run.context import RunContext
 
 
 def build(experiment, params, folder, state, guard, progress, repo, made):
@@ -22,10 +21,11 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
     if getattr(params, 'backend', 'emu') == 'sim':
         return _sim(experiment, params, folder, progress, provenance.collect(repo))
     from repronet.emu import capabilities, network
+    from repronet.emu.context import EmuContext
     caps = capabilities.probe()
     folder.update(capabilities=caps.as_dict(), provenance=provenance.collect(repo))
     topo = experiment.topology(params)
-    net_cls, ctx_cls, where = network.Network, RunContext, {}
+    net_cls, ctx_cls, where = network.Network, EmuContext, {}
     if getattr(params, 'machines', None):       # hosts on several servers
         from repronet.cluster import backend as cluster
         net_cls, ctx_cls, where = cluster.classes(experiment, folder)
