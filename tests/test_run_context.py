@@ -8,13 +8,16 @@ backend with real node programs (``workloads.probe``), no root needed.
 
 import inspect
 import json
+from types import SimpleNamespace as Params
 
 import pytest
 from mininet.topo import Topo
 
 from repronet.cluster.network import ClusterContext
+from repronet.emu import linkemu
 from repronet.emu.context import EmuContext
 from repronet.emu.process import LogReady
+from repronet.run import backends
 from repronet.run.context import RunContext
 from repronet.sim.backend import SimBackend
 from repronet.sim.context import SimContext
@@ -73,3 +76,30 @@ def test_names_barrier_and_stop_on_the_simulation_backend(tmp_path):
     stopped = ctx.stop_nodes()
     assert list(stopped) == ['send', 'reflect-9001', 'reflect-9000']     # last started first
     assert stopped['send'] == 0 and all(n.returncode is not None for n in reflectors)
+
+
+def test_what_only_real_hosts_have_is_nothing_in_simulation(tmp_path):
+    """An experiment asks the backend (fidelity does): no sysctls, no cost, no link report,
+    and only node programs with simulate() run there."""
+    ctx = SimContext(SimBackend(_Pair(), seed=1, log_dir=tmp_path), params=None,
+                     results_folder=None)
+    assert ctx.sysctls(ctx.host('a'), ['net.ipv4.tcp_rmem']) is None
+    assert ctx.cost_meter(['a', 'b']).measure() == {}
+    assert ctx.link_report() is None
+    sim, emu = Params(backend='sim'), Params(backend='emu')
+    assert backends.runs(sim, PROBE + ['reflect']) and backends.runs(emu, PROBE)
+    for argv in (['ping', '-c', 1], ['iperf3', '-s'], ['/usr/bin/python3', '-m', 'json.tool']):
+        assert not backends.runs(sim, argv) and backends.runs(emu, argv), argv
+
+
+def test_the_emulation_reports_its_planned_links_and_measures_the_machine():
+    """Without root: a linkdelay plan that was never installed has paths but no daemons yet,
+    and the cost meter reads /proc/stat as the CPU monitor does."""
+    caps = Params(netem=False, htb=True, tbf=True, nfqueue=True, iptables_statistic=True)
+    network = Params(net=None, caps=caps, links=linkemu.plan(_Pair(), caps))
+    ctx = EmuContext(network, params=None, results_folder=None, state=None)
+    report = ctx.link_report()
+    assert report['mechanism'] == 'linkdelay' and report['daemons'] == {}
+    assert [(p['dst'], p['delay_ms_max']) for p in report['paths']] == [('a', 2.0), ('b', 2.0)]
+    cost = ctx.cost_meter(['a', 'b']).measure()
+    assert cost['daemon_cpu_s'] == 0 and 0 <= cost['machine_busy'] <= 1

@@ -4,7 +4,8 @@ Hosts are Mininet's, a node is a real process (``NodeProcess``) whose PID is rec
 the cleanup of a crashed run, and time and faults are the machine's: the wall clock,
 signals, ``ip link`` (Mininet's ``configLinkStatus``) and the switch ports' counters in
 ``/sys``. A signal that arrives while a process starts waits until its PID is recorded
-(the run's ``SignalGuard``), so Ctrl-C can never orphan it.
+(the run's ``SignalGuard``), so Ctrl-C can never orphan it. Only here do hosts have
+sysctls, and the link emulation costs CPU (its delay daemons) and keeps its own counters.
 """
 
 import contextlib
@@ -13,6 +14,7 @@ import signal
 import time
 
 from repronet.emu.process import NodeProcess, stop_all
+from repronet.run import cpu
 from repronet.run.context import RunContext
 
 
@@ -80,3 +82,34 @@ class EmuContext(RunContext):
                 with open('/sys/class/net/%s/statistics/rx_packets' % port.name) as f:
                     total += int(f.read())
         return total
+
+    def sysctls(self, host, names):
+        return host.cmd('sysctl ' + ' '.join(names))
+
+    def cost_meter(self, hosts):
+        return _CostMeter(self.network.links, hosts)
+
+    def link_report(self):
+        links = self.network.links
+        return {'mechanism': links.mechanism, 'daemons': links.daemon_stats(),
+                'paths': links.path_records()}
+
+
+class _CostMeter:
+    """CPU seconds of the linkdelay daemons of some hosts and the machine's busy share
+    (/proc/stat, as the CPU monitor reads it) from its creation to measure()."""
+
+    def __init__(self, links, hosts):
+        self.links, self.hosts = links, hosts
+        self.daemons = links.daemon_cpu_seconds()
+        self.stat = cpu.read_stat()['cpu']
+
+    def measure(self):
+        """{'daemon_cpu_s', 'machine_busy'} since creation."""
+        (total, idle, _), after = self.stat, cpu.read_stat()['cpu']
+        now = self.links.daemon_cpu_seconds()
+        daemon_s = sum(now.get(h, 0.0) - self.daemons.get(h, 0.0) for h in self.hosts)
+        ticks = after[0] - total
+        busy = ticks - (after[1] - idle)
+        return {'daemon_cpu_s': round(daemon_s, 3),
+                'machine_busy': round(busy / max(1, ticks), 4)}

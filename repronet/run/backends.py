@@ -67,6 +67,16 @@ def _sim(experiment, params, folder, progress, provenance):
     return ctx.network, None, ctx
 
 
+def runs(params, argv):
+    """True if the run's backend can run the program argv: any program on an emulated host;
+    in simulation only a node program with simulate(). An experiment asks this (before the
+    run too: its checks and points) rather than which backend it has."""
+    if getattr(params, 'backend', 'emu') != 'sim':
+        return True
+    from repronet.sim.backend import simulation
+    return simulation(argv) is not None
+
+
 def sim_cpu(ctx):
     """The manifest's cpu record of a simulated run: no monitor; with --sim-cost, the
     modelled cores' busy share over the run's virtual time."""

@@ -6,8 +6,10 @@ backend lives here: the parameters, the results folder, the current point, the n
 started so far and their unique names, starting a node and waiting for its readiness, the
 barrier, stopping nodes, timed parts and heartbeats. What does is the backend's part, the
 methods below that raise ``NotImplementedError``: a host by name, starting and stopping
-node programs, the clock, and what a point does to time and faults (``sleep``,
-``wait_any``, ``kill``/``pause``/``resume`` of a node, ``link_status``, ``packets_sent``).
+node programs, the clock, what a point does to time and faults (``sleep``, ``wait_any``,
+``kill``/``pause``/``resume`` of a node, ``link_status``, ``packets_sent``), and what only
+real hosts have (``sysctls``, ``cost_meter``, ``link_report``: None or nothing elsewhere),
+so an experiment asks the backend rather than which backend it is.
 
 ``repronet.emu.context.EmuContext`` is the emulation's part (wall clock, signals, ``ip
 link``, interface counters; ``repronet.cluster.network.ClusterContext`` extends it to nodes
@@ -131,4 +133,21 @@ class RunContext:
 
     def packets_sent(self, hosts, switch):
         """Packets the hosts have sent into switch so far (its ports' receive counters)."""
+        raise NotImplementedError
+
+    # -- what only some backends have: None or nothing where this one has none -----------
+    def sysctls(self, host, names):
+        """What ``sysctl NAME...`` prints in host's namespace, or None where a host has no
+        kernel of its own (simulation: the TCP model's constants are in the manifest)."""
+        raise NotImplementedError
+
+    def cost_meter(self, hosts):
+        """A meter started now of what the run costs the machine: its ``measure()`` returns
+        the link delay daemons' CPU seconds on hosts and the machine's busy share since
+        then (``daemon_cpu_s``, ``machine_busy``), or {} where nothing is measured."""
+        raise NotImplementedError
+
+    def link_report(self):
+        """The link emulation's own state for a log file (mechanism, daemons' counters,
+        composed paths), or None where the links are a model (the manifest has it)."""
         raise NotImplementedError

@@ -100,5 +100,24 @@ class SimContext(RunContext):
         return sum(ports[(h, switch)].sent + ports[(h, switch)].dropped
                    for h in hosts if (h, switch) in ports)
 
+    # -- what only real hosts have ------------------------------------------------------
+    def sysctls(self, host, names):
+        return None
+
+    def cost_meter(self, hosts):
+        return _NoCost()
+
+    def link_report(self):
+        return None
+
+
+class _NoCost:
+    """A simulated run's cost meter: the model's links cost no CPU, and the machine running
+    the simulator is not the simulated one (``--sim-cost`` models processing)."""
+
+    @staticmethod
+    def measure():
+        return {}
+
 
 __all__ = ['SimContext', 'SimNodeError']
