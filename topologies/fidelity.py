@@ -154,6 +154,8 @@ class Fidelity(Experiment):
     name = 'fidelity'
     analysis_module = 'analysis.fidelity'
     backends = ('emu', 'sim')   # sim: the probe and workloads.bulk in virtual time
+    sim_interpreters = ('python3', 'pypy3')     # auto: pypy3 (default scale: 7.6-8.6 s, not
+                                                # 11.7-12.7; tests/test_sim_pypy.py)
     scales = {'smoke': {'delays': '0,5,20', 'losses': '1', 'rates': '10@10,100@0',
                         'rtt_packets': 200, 'loss_packets': 20000, 'duration': 2.0},
               'default': {'delays': '0,1,5,20,50,100', 'losses': '0.1,1,5',
