@@ -244,6 +244,12 @@ def test_fidelity_script_runs_end_to_end(tmp_path):
     mechanisms = {r['mechanism'] for r in manifest['mechanisms']['links']}
     assert mechanisms - {'none'}, mechanisms
     assert (out / 'logs' / 'linkemu.json').exists()
+    # what only real hosts have, asked of the backend: sysctls, ping, iperf3, CPU costs
+    assert 'net.ipv4.tcp_rmem' in (out / 'logs' / 'sysctl.txt').read_text()
+    logs = {f.name.split('-p')[0] for f in (out / 'logs').iterdir()}
+    assert {'ping-kernel', 'ping-user', 'iperf-tcp-client', 'iperf-udp-client'} <= logs, logs
+    results = [json.loads(line)['result'] for line in open(out / 'logs' / 'points.jsonl')]
+    assert all({'daemon_cpu_s', 'machine_busy'} <= set(r) for r in results), results
 
     targets = pd.read_csv(out / 'tables' / 'targets.csv')
     kinds = [next(k for prefix, k in KINDS.items() if t.startswith(prefix))

@@ -101,3 +101,34 @@ def test_bad_flags_exit_2(tmp_path, flags, says):
     sim = Sim(tmp_path)
     proc = _kvmix(sim, 'bad', *flags)
     assert proc.returncode == 2 and says in (sim.logs / 'bad.err').read_text()
+
+
+@pytest.mark.parametrize('module', ['workloads.kvload', 'workloads.kvmix'])
+def test_both_generators_wait_at_the_barrier_and_end_on_sigterm(tmp_path, module):
+    """What kvload_sim.SimLoad does for both: ready at the runner's barrier and nothing
+    sent before go; SIGTERM mid-run ends the run once, with the summary and one sentence."""
+    from tests.test_kv_sim import PORT
+    sim = Sim(tmp_path)
+    sim.server()
+    where = ['--host', sim.ip, '--port', PORT] if module == 'workloads.kvload' else \
+        ['--servers', '%s:%d' % (sim.ip, PORT), '--keys', 300]
+    node = sim.start('a', 'load', module, [str(f) for f in where + [
+        '--clients', 2, '--requests', 10 ** 6, '--timeout', 2, '--barrier']])
+    node.wants_ready = True                 # as ctx.start_node(..., barrier=True) sets it
+    node.wait_ready(10)
+    engine = sim.backend.engine
+    events = engine.events
+    sim.backend.run_until(lambda: False, 0.5)
+    assert node.is_ready and engine.events - events < 10        # nobody sends before go
+    node.go()
+    sim.backend.run_until(lambda: False, 0.2)
+    assert engine.events - events > 1000
+    assert node.stop() == 1
+    records = sim.records('load')
+    ready, summary = records[0], records[-1]
+    assert ready['event'] == 'ready' and ready['loop'] == 'sim'
+    assert summary['event'] == 'summary' and summary['loop'] == 'sim'
+    assert [r['event'] for r in records].count('summary') == 1
+    assert summary.get('done', summary.get('requests')) > 100
+    err = (sim.logs / 'load.err').read_text()
+    assert 'interrupted by SIGTERM' in err and err.strip().count('\n') == 0

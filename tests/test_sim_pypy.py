@@ -10,6 +10,7 @@ installed (vagrant/provision.sh installs it).
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -73,3 +74,32 @@ def test_python3_is_the_default_and_auto_takes_pypy3_only_where_the_experiment_r
     assert sim_interpreter.resolve(both, Params(sim_interpreter=None)) is None  # here
     assert sim_interpreter.resolve(cpython_only, Params(sim_interpreter='auto')) is None
     assert sim_interpreter.resolve(both, Params(sim_interpreter='auto')) == shutil.which('pypy3')
+
+
+# fidelity opts in too (its simulation is workloads.probe and workloads.bulk); the others do
+# not gain (transfer, rudp) or cannot run there (kvload, kvscale: numpy, hiredis): README,
+# "Simulation backend". A small run, not the smoke scale: this test adds to every CI run.
+FIDELITY = ['--scale', 'smoke', '--delays', '5', '--rtt-packets', 50, '--loss-packets', 2000,
+            '--duration', 1, '--seed', 4]
+
+
+def _fidelity(out, interpreter, hashseed):
+    env = dict(os.environ, PYTHONHASHSEED=str(hashseed))
+    proc = subprocess.run([sys.executable, str(REPO / 'topologies' / 'fidelity.py'),
+                           '--backend', 'sim', '--out', str(out), '--sim-interpreter',
+                           interpreter] + [str(f) for f in FIDELITY],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads((out / 'manifest.json').read_text())
+
+
+@needs_pypy
+def test_fidelity_under_pypy3_is_the_same_run(tmp_path):
+    pypy = _fidelity(tmp_path / 'pypy', 'auto', 1)          # auto: pypy3 for fidelity
+    cpython = _fidelity(tmp_path / 'cpython', 'python3', 2)
+    assert pypy['mechanisms']['interpreter']['name'] == 'pypy3'
+    assert cpython['mechanisms']['interpreter']['name'] == 'python3'
+    assert pypy['status'] == cpython['status'] == 'ok'
+    assert len(digests(tmp_path / 'pypy', 'logs')) > 20
+    assert digests(tmp_path / 'pypy', 'logs') == digests(tmp_path / 'cpython', 'logs')
+    assert digests(tmp_path / 'pypy', 'tables') == digests(tmp_path / 'cpython', 'tables')

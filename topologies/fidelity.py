@@ -26,8 +26,9 @@ With ``--backend sim`` the same points measure the simulator's link model (``rep
 in virtual time: the UDP probe runs there as it is (``workloads.probe.simulate``), and TCP
 goodput comes from ``workloads.bulk`` (iperf3 cannot run there). ping, ``ping -U``, iperf3's
 UDP test and the daemons' CPU exist only on real hosts: they are skipped, said once, and the
-analysis reports them as not measured. run_point branches on ``ctx.params.backend`` only
-where a real host is needed (the sysctls, ping, iperf3, the CPU counters, linkemu.json).
+analysis reports them as not measured. The script asks the backend what it has rather than
+which backend it is: ``backends.runs`` (can ping and iperf3 run?), ``ctx.sysctls``,
+``ctx.cost_meter`` and ``ctx.link_report`` (None or nothing where hosts are simulated).
 
     sudo /usr/bin/python3 topologies/fidelity.py --scale smoke
     /usr/bin/python3 topologies/fidelity.py --backend sim --scale smoke
@@ -45,6 +46,7 @@ from mininet.topo import Topo  # noqa: E402
 
 from repronet.emu.process import LogReady, TcpListening  # noqa: E402
 from repronet.emu.linkemu_params import BW_MAX_MBIT  # noqa: E402
+from repronet.run.backends import runs  # noqa: E402
 from repronet.run.options import UsageError  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
@@ -53,9 +55,12 @@ SHAPES = ('two-host', 'multi-hop')
 SETTING = ('kind', 'shape', 'delay_ms', 'jitter_ms', 'loss', 'bw')   # what a point measures
 PROBE_PORT = 9000
 IPERF_PORT = 5201
-SIM_SKIPS = ('fidelity: --backend sim skips ping, ping -U, iperf3 UDP and the linkdelay '
-             'daemons\' CPU (they need real hosts) and measures TCP goodput with '
-             'workloads.bulk')
+PING, IPERF3 = ['ping'], ['iperf3']     # what runs only where hosts are real
+SYSCTLS = ('net.ipv4.tcp_rmem', 'net.ipv4.tcp_wmem', 'net.core.rmem_max', 'net.core.wmem_max',
+           'net.ipv4.tcp_congestion_control')
+SKIPS = ('fidelity: --backend %s skips ping, ping -U, iperf3 UDP and the linkdelay '
+         'daemons\' CPU (they need real hosts) and measures TCP goodput with '
+         'workloads.bulk')
 
 
 def _floats(text):
@@ -143,42 +148,14 @@ class FidelityTopo(Topo):
                 self.addLink(chain[k], chain[k + 1], **params)
 
 
-def _cpu_busy():
-    """(busy, total) jiffies of the whole machine from /proc/stat."""
-    with open('/proc/stat') as f:
-        fields = [int(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + fields[4]
-    return sum(fields) - idle, sum(fields)
-
-
-class _CpuCost:
-    """CPU seconds of the linkdelay daemons of some hosts and the machine's busy share, from
-    its creation to measure() (emulation only: a simulated run has neither)."""
-
-    def __init__(self, links, hosts):
-        self.links, self.hosts = links, hosts
-        self.daemons = self._daemons()
-        self.busy, self.total = _cpu_busy()
-
-    def _daemons(self):
-        links = self.links
-        return links.daemon_cpu_seconds() if hasattr(links, 'daemon_cpu_seconds') else {}
-
-    def measure(self):
-        """{'daemon_cpu_s', 'machine_busy'} since creation."""
-        busy, total = _cpu_busy()
-        after = self._daemons()
-        daemon_s = sum(after.get(h, 0.0) - self.daemons.get(h, 0.0) for h in self.hosts)
-        return {'daemon_cpu_s': round(daemon_s, 3),
-                'machine_busy': round((busy - self.busy) / max(1, total - self.total), 4)}
-
-
 class Fidelity(Experiment):
     """Configured vs measured link delay, jitter, loss and goodput."""
 
     name = 'fidelity'
     analysis_module = 'analysis.fidelity'
     backends = ('emu', 'sim')   # sim: the probe and workloads.bulk in virtual time
+    sim_interpreters = ('python3', 'pypy3')     # auto: pypy3 (default scale: 7.6-8.6 s, not
+                                                # 11.7-12.7; tests/test_sim_pypy.py)
     scales = {'smoke': {'delays': '0,5,20', 'losses': '1', 'rates': '10@10,100@0',
                         'rtt_packets': 200, 'loss_packets': 20000, 'duration': 2.0},
               'default': {'delays': '0,1,5,20,50,100', 'losses': '0.1,1,5',
@@ -235,8 +212,8 @@ class Fidelity(Experiment):
             raise UsageError('--jitter %g is more than --jitter-delay %g: the fallback cannot '
                              'send packets before they were sent' % (params.jitter,
                                                                       params.jitter_delay))
-        if getattr(params, 'backend', 'emu') == 'sim':
-            print(SIM_SKIPS, flush=True)
+        if not runs(params, PING):
+            print(SKIPS % params.backend, flush=True)
 
     def topology(self, params):
         """Return one component per configuration."""
@@ -257,30 +234,25 @@ class Fidelity(Experiment):
         return points
 
     def setup(self, ctx):
-        """Record the TCP buffer sysctls the transfers ran with (real hosts only)."""
-        if ctx.params.backend == 'sim':
-            return
-        host = ctx.net.hosts[0]
-        text = host.cmd('sysctl net.ipv4.tcp_rmem net.ipv4.tcp_wmem net.core.rmem_max '
-                        'net.core.wmem_max net.ipv4.tcp_congestion_control')
-        with open(ctx.results.log_path('sysctl', '.txt'), 'w') as f:
-            f.write(text)
+        """Record the TCP buffer sysctls the transfers ran with (where hosts have them)."""
+        text = ctx.sysctls(ctx.host('a0'), SYSCTLS)
+        if text is not None:
+            with open(ctx.results.log_path('sysctl', '.txt'), 'w') as f:
+                f.write(text)
 
     def run_point(self, ctx, point):
-        """Measure one configuration; return its seconds and (emulated) what the daemons and
-        the CPU cost."""
-        sim = ctx.params.backend == 'sim'
+        """Measure one configuration; return its seconds and (where measured) what the
+        daemons and the CPU cost."""
         a, b = ctx.host('a%d' % point['comp']), ctx.host('b%d' % point['comp'])
-        cost = None if sim else _CpuCost(ctx.network.links, (a.name, b.name))
+        cost = ctx.cost_meter((a.name, b.name))
         started = ctx.clock()
         if point['kind'] != 'goodput':
             self._probe(ctx, point, a, b)
-        elif sim:
-            self._bulk(ctx, point, a, b)
-        else:
+        elif runs(ctx.params, IPERF3):
             self._goodput(ctx, point, a, b)
-        result = {'elapsed_s': round(ctx.clock() - started, 3)}
-        return dict(result, **cost.measure()) if cost else result
+        else:
+            self._bulk(ctx, point, a, b)
+        return dict({'elapsed_s': round(ctx.clock() - started, 3)}, **cost.measure())
 
     def _probe(self, ctx, point, a, b):
         """UDP echo probe (and ping for delay points) from a to b."""
@@ -309,7 +281,7 @@ class Fidelity(Experiment):
         if sender.returncode != 0:
             raise RuntimeError('%s exited with %s; see %s'
                                % (sender.name, sender.returncode, sender.err_path))
-        if point['kind'] == 'delay' and ctx.params.backend != 'sim':
+        if point['kind'] == 'delay' and runs(ctx.params, PING):
             for flag, label in ((None, 'kernel'), ('-U', 'user')):
                 argv = ['ping', '-n', '-q', '-c', 20, '-i', 0.02]
                 argv += [flag] if flag else []
@@ -376,15 +348,12 @@ class Fidelity(Experiment):
                 server.err_path))
 
     def finish(self, ctx):
-        """Save the daemons' final counters and the composed paths (emulation only)."""
-        if ctx.params.backend == 'sim':
-            return
-        emu = ctx.network.links
-        record = {'mechanism': getattr(emu, 'mechanism', None),
-                  'daemons': emu.daemon_stats() if hasattr(emu, 'daemon_stats') else {},
-                  'paths': emu.path_records() if hasattr(emu, 'path_records') else []}
-        with open(ctx.results.log_path('linkemu', '.json'), 'w') as f:
-            json.dump(record, f, indent=1, sort_keys=True)
+        """Save the link emulation's final counters and composed paths (where it has
+        them)."""
+        record = ctx.link_report()
+        if record is not None:
+            with open(ctx.results.log_path('linkemu', '.json'), 'w') as f:
+                json.dump(record, f, indent=1, sort_keys=True)
 
 
 if __name__ == '__main__':

@@ -74,47 +74,74 @@ class Link:
         return default          # no socket: nothing to set TCP_NODELAY on
 
 
-class SimKvload:
-    """One load-generator node: connect all, (barrier), run, summary, exit."""
+class SimLoad:
+    """What a simulated load generator's node (kvload's, kvmix's) does around its clients,
+    once for both: the records say ``loop: sim`` and name the latencies file alone; SIGTERM
+    ends the run; once connected it waits at the runner's barrier (``--barrier``) or logs
+    ready, then ``_go()``; the run ends once (``_end``): the pending timeout (``timer``) is
+    cancelled, ``_summarise(problem, error)`` logs the summary and gives the exit status."""
 
-    def __init__(self, env, args, run_class):
+    def __init__(self, env, args):
         args.loop = 'sim'
         if args.latencies is not None:
             args.latencies = os.path.basename(args.latencies)
         self.env, self.args = env, args
+        self.timer = None           # the pending timeout, cancelled at the end
+        self.over = False
+
+    def clock_ns(self):
+        """The virtual time in integer nanoseconds (the clients' clock)."""
+        return round(self.env.now() * 1e9)
+
+    def _end_on_sigterm(self):
+        self.env.on_stop(lambda: self._end('interrupted by SIGTERM'))
+
+    def _ready(self, fields):
+        """Every connection is open: the barrier, or the ready line; then _go()."""
+        if self.args.barrier:
+            self.env.barrier(self._go, **fields)
+        else:
+            self.env.log.write('ready', flush=True, **fields)
+            self._go()
+
+    def _end(self, problem):
+        """End the run once (problem: why, or None): summary, then the exit status."""
+        if self.over:
+            return
+        self.over = True
+        if self.timer is not None:
+            self.timer.cancel()
+        self.env.exit(self._summarise(problem, self.env.error))
+
+
+class SimKvload(SimLoad):
+    """One load-generator node: connect all, (barrier), run, summary, exit."""
+
+    def __init__(self, env, args, run_class):
+        super().__init__(env, args)
         self.run = run_class(args, env.log)
         self.links = []
         self.opened = 0
-        self.timer = None
-        self.over = False
 
     def start(self):
         env, a = self.env, self.args
-        env.on_stop(lambda: self._end('interrupted by SIGTERM'))
-        now_ns, wall = self._now_ns, env.now
+        self._end_on_sigterm()
         for n in range(a.clients):
             client = KvClient(a.client_base + n, self.run._workload, a.ops, a.requests,
                               a.pipeline, self.run.phase_ended, Done(self._client_ended),
-                              clock_ns=now_ns, wall=wall)
+                              clock_ns=self.clock_ns, wall=env.now)
             self.run.clients.append(client)
             link = Link(client, self.connected, self.refused)
             self.links.append(link)
             env.connect(a.host, a.port, link)
         self.timer = env.call_at(env.now() + a.timeout, self._connect_timeout)
 
-    def _now_ns(self):
-        return round(self.env.now() * 1e9)
-
     def connected(self):
         self.opened += 1
         if self.opened < len(self.links) or self.over:
             return
         self.timer.cancel()
-        if self.args.barrier:
-            self.env.barrier(self._go, **self.run.ready_fields())
-        else:
-            self.env.log.write('ready', flush=True, **self.run.ready_fields())
-            self._go()
+        self._ready(self.run.ready_fields())
 
     def refused(self, why):
         self._end('cannot connect to %s:%d: %s' % (self.args.host, self.args.port, why))
@@ -129,7 +156,7 @@ class SimKvload:
         self._watch()
 
     def _watch(self):
-        self.run.overdue(self._now_ns())
+        self.run.overdue(self.clock_ns())
         if not self.over:
             self.timer = self.env.call_at(self.env.now() + self.run.every(), self._watch)
 
@@ -137,10 +164,5 @@ class SimKvload:
         if all(c.done.done() for c in self.run.clients):
             self._end(None)
 
-    def _end(self, problem):
-        if self.over:
-            return
-        self.over = True
-        if self.timer is not None:
-            self.timer.cancel()
-        self.env.exit(self.run.end(problem, self.env.error))
+    def _summarise(self, problem, error):
+        return self.run.end(problem, error)

@@ -22,12 +22,10 @@ What differs from the asyncio program, and why:
 Nothing here reads a clock or a random source or opens a socket (`tests/test_kvmix_sim.py`).
 """
 
-import os
-
 import hiredis
 
 from nodes.dht.ring import parse_addr
-from workloads.kvload_sim import Done, Link
+from workloads.kvload_sim import Done, Link, SimLoad
 from workloads.kvmix_client import MixClient, RouteError, SlotMap
 from workloads.kvmix_run import CLUSTER_SLOTS, MAX_DISCOVERY_REPLY, Shared
 
@@ -74,26 +72,19 @@ class _Probe:
             self.skipped(reason)
 
 
-class SimKvmix(Shared):
+class SimKvmix(SimLoad, Shared):
     """One kvmix node: discover, connect every client to every server, (barrier), run,
-    summary, exit."""
+    summary, exit. Its ``timer`` is the discovery's or the connections' deadline."""
 
     def __init__(self, env, args, plan):
-        args.loop = 'sim'
-        if args.latencies is not None:
-            args.latencies = os.path.basename(args.latencies)
-        super().__init__(args, env.log)
-        self.env, self.plan = env, plan
+        SimLoad.__init__(self, env, args)
+        Shared.__init__(self, args, env.log)
+        self.plan = plan
         self.stage = 'discover'         # discover | connect | run
         self.conns, self.opened = [], 0
         self.reasons = []
-        self.deadline = None
-        self.over = False
 
-    # what MixClient asks of its run
-    def clock_ns(self):
-        return round(self.env.now() * 1e9)
-
+    # what MixClient asks of its run (and clock_ns(), SimLoad's)
     def new_done(self):
         return Done(self._client_ended)
 
@@ -108,7 +99,7 @@ class SimKvmix(Shared):
 
     # the steps
     def start(self):
-        self.env.on_stop(lambda: self._end('interrupted by SIGTERM'))
+        self._end_on_sigterm()
         self._discover(0)
 
     def _discover(self, i):
@@ -119,16 +110,16 @@ class SimKvmix(Shared):
         host, port = parse_addr(entries[i])
 
         def skipped(reason):
-            self.deadline.cancel()
+            self.timer.cancel()
             self.reasons.append('%s: %s' % (entries[i], reason))
             self._discover(i + 1)
         probe = _Probe(lambda reply: self._discovered(entries[i], host, reply), skipped)
         self.env.connect(host, port, probe)
-        self.deadline = self.env.call_at(self.env.now() + timeout, probe.give_up,
+        self.timer = self.env.call_at(self.env.now() + timeout, probe.give_up,
                                          'no reply within %g s' % timeout)
 
     def _discovered(self, entry, host, reply):
-        self.deadline.cancel()
+        self.timer.cancel()
         if isinstance(reply, hiredis.ReplyError):
             self.slots, self.mode = SlotMap.single(entry), 'single'
         else:
@@ -147,7 +138,7 @@ class SimKvmix(Shared):
             self.clients.append(MixClient(a.client_base + n, a.keyspace, plan, requests,
                                           a.pipeline, self, versioned=a.phase == 'mix'))
         self.conns = [c.conn(i) for c in self.clients for i in range(len(self.slots.addrs))]
-        self.deadline = self.env.call_at(self.env.now() + a.timeout, self._connect_timeout)
+        self.timer = self.env.call_at(self.env.now() + a.timeout, self._connect_timeout)
 
     def _connect_timeout(self):
         late = next(c for c in self.conns if c.transport is None)
@@ -158,15 +149,9 @@ class SimKvmix(Shared):
         self.opened += 1
         if self.stage != 'connect' or self.opened < len(self.conns) or self.over:
             return
-        self.deadline.cancel()
+        self.timer.cancel()
         self.stage = 'ready'
-        a = self.args
-        fields = self.ready_fields(dataset=a.dataset, **a.dataset_info)
-        if a.barrier:
-            self.env.barrier(self._go, **fields)
-        else:
-            self.env.log.write('ready', flush=True, **fields)
-            self._go()
+        self._ready(self.ready_fields(dataset=self.args.dataset, **self.args.dataset_info))
 
     def _go(self):
         self.stage = 'run'
@@ -187,10 +172,5 @@ class SimKvmix(Shared):
         if self.stage == 'run' and not self.over and all(c.done.done() for c in self.clients):
             self._end(None)
 
-    def _end(self, problem):
-        if self.over:
-            return
-        self.over = True
-        if self.deadline is not None:
-            self.deadline.cancel()
-        self.env.exit(self.finish(problem, self.env.error))
+    def _summarise(self, problem, error):
+        return self.finish(problem, error)

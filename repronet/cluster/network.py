@@ -21,7 +21,7 @@ masters, so nothing of the run is left on any server, whatever the exit path;
 ``clean_remote`` does the same after a crash. Each other server also holds the run's CPU
 idle-state request (``repronet.cluster.idle``), recorded in ``cpu_idle.servers``.
 
-:class:`ClusterContext` is the runner's ``RunContext`` with faults (kill, pause, resume)
+:class:`ClusterContext` is the emulation's ``EmuContext`` with faults (kill, pause, resume)
 sent to a remote node's process group on its server.
 """
 
@@ -34,8 +34,8 @@ from repronet.cluster.idle import RemoteIdle
 from repronet.cluster.nodes import ClusterHost, RemoteNodeProcess
 from repronet.cluster.ssh import REMOTE_DIR, ClusterError, Machine, remove_stale_sockets
 from repronet.emu import cpulimit
+from repronet.emu.context import EmuContext
 from repronet.emu.network import Network, NetworkError
-from repronet.run.context import RunContext
 
 
 class ClusterNetwork(Network):
@@ -210,8 +210,8 @@ def clean_remote(names):
     return done
 
 
-class ClusterContext(RunContext):
-    """RunContext whose faults reach a remote node on its server."""
+class ClusterContext(EmuContext):
+    """EmuContext whose faults reach a remote node on its server."""
 
     def kill(self, node):
         self._send(node, signal.SIGKILL) or super().kill(node)
@@ -224,7 +224,7 @@ class ClusterContext(RunContext):
 
     @staticmethod
     def _send(node, signum):
-        """Signal a remote node's process (only it: RunContext signals the PID); True if so."""
+        """Signal a remote node's process (only it: EmuContext signals the PID); True if so."""
         if not isinstance(node, RemoteNodeProcess):
             return False
         node.popen.send_signal(signum, group=False)

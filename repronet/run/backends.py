@@ -13,7 +13,6 @@ exists, so the runner's teardown stops a network whose start failed half-way.
 import sys
 
 from repronet.run import cpu, options
-from repronet.run.context import RunContext
 
 
 def build(experiment, params, folder, state, guard, progress, repo, made):
@@ -22,10 +21,11 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
     if getattr(params, 'backend', 'emu') == 'sim':
         return _sim(experiment, params, folder, progress, provenance.collect(repo))
     from repronet.emu import capabilities, network
+    from repronet.emu.context import EmuContext
     caps = capabilities.probe()
     folder.update(capabilities=caps.as_dict(), provenance=provenance.collect(repo))
     topo = experiment.topology(params)
-    net_cls, ctx_cls, where = network.Network, RunContext, {}
+    net_cls, ctx_cls, where = network.Network, EmuContext, {}
     if getattr(params, 'machines', None):       # hosts on several servers
         from repronet.cluster import backend as cluster
         net_cls, ctx_cls, where = cluster.classes(experiment, folder)
@@ -65,6 +65,16 @@ def _sim(experiment, params, folder, progress, provenance):
     folder.update(mechanisms=dict(backend.mechanisms(), interpreter=describe()))
     ctx = SimContext(backend, params, folder, progress)
     return ctx.network, None, ctx
+
+
+def runs(params, argv):
+    """True if the run's backend can run the program argv: any program on an emulated host;
+    in simulation only a node program with simulate(). An experiment asks this (before the
+    run too: its checks and points) rather than which backend it has."""
+    if getattr(params, 'backend', 'emu') != 'sim':
+        return True
+    from repronet.sim.backend import simulation
+    return simulation(argv) is not None
 
 
 def sim_cpu(ctx):

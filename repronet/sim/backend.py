@@ -68,9 +68,7 @@ class SimBackend:
 
     def start_node(self, host, name, argv, suffix='.jsonl'):
         """Start the node program named by argv's '-m MODULE' through its simulate()."""
-        module = _module(argv)
-        simulate = getattr(importlib.import_module(module), 'simulate', None) \
-            if module else None
+        module, simulate = _module(argv), simulation(argv)
         if simulate is None:
             raise SimNodeError('%s cannot run in simulation: %s has no simulate(); run '
                                'this experiment with --backend emu' % (
@@ -107,6 +105,13 @@ class SimBackend:
                  'processing': self.cpu.record() if self.cpu else 'none (zero cost)'}
         return {'backend': 'sim', 'network_model': model, 'links': self.net.records(),
                 'switch': 'sim', 'link_mechanism': 'sim'}
+
+
+def simulation(argv):
+    """The simulate() of the node program argv runs ('-m MODULE'), or None: then it cannot
+    run here (iperf3, ping, Redis, a module without simulate)."""
+    module = _module(argv)
+    return getattr(importlib.import_module(module), 'simulate', None) if module else None
 
 
 def _module(argv):

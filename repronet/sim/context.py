@@ -5,13 +5,12 @@
 ``sleep``) advances the engine instead of the wall clock, ``clock()`` is the virtual time,
 and the fault operations (``kill``, ``pause``/``resume``, ``link_status``) and
 ``packets_sent`` act on the simulated hosts and ports instead of signals, ``ip link`` and
-``/sys`` counters. There is no CPU monitor: a timed part is just a mark.
+``/sys`` counters. There is no CPU monitor: a timed part is just a mark. What does not
+depend on the backend (names, the barrier, stopping, heartbeats) is ``RunContext``'s.
 """
 
-import contextlib
-
-from repronet.run import sweep
-from repronet.sim.process import SimNodeError
+from repronet.run.context import RunContext
+from repronet.sim.process import SimNodeError, stop_all
 
 
 class _Links:
@@ -43,22 +42,14 @@ class SimNetwork:
                 node.kill()
 
 
-class SimContext:
+class SimContext(RunContext):
     """What run_point sees when the run is simulated."""
 
     backend_name = 'sim'
 
     def __init__(self, backend, params, results_folder, progress=None):
+        super().__init__(SimNetwork(backend), params, results_folder, progress=progress)
         self.backend = backend
-        self.network = SimNetwork(backend)
-        self.net = None
-        self.caps = None
-        self.params = params
-        self.results = results_folder
-        self.point = None
-        self.nodes = []
-        self.progress = progress or sweep.Progress(0)
-        self._names = set()
 
     def host(self, name):
         """Return the simulated host called name."""
@@ -67,41 +58,16 @@ class SimContext:
         except KeyError:
             raise ValueError('no host %r in the topology' % name) from None
 
-    def start_node(self, host, name, argv, ready=None, barrier=False, suffix='.jsonl',
-                   timeout=30, env=None, wait=True):
-        """Start a node program in the simulator; wait for readiness unless barrier or
-        wait=False (readiness is its ready log line, whatever ``ready`` says)."""
-        if name in self._names:
-            raise ValueError('node name %r already used in this run' % name)
-        if isinstance(host, str):
-            host = self.host(host)
-        self._names.add(name)
+    def _start(self, host, name, argv, ready, barrier, suffix, env):
+        """Run the node program's simulate(); readiness is its ready log line, whatever
+        ``ready`` says (``env`` has no meaning here)."""
         node = self.backend.start_node(host, name, argv, suffix)
         node.wants_ready = ready is not None or barrier
         self.nodes.append(node)
-        if wait and not barrier and ready is not None:
-            node.wait_ready(timeout)
         return node
 
-    @contextlib.contextmanager
-    def timed(self):
-        """A timed part: nothing to measure (virtual time has no CPU monitor)."""
-        yield
-
-    def heartbeat(self, done, total=None, unit=''):
-        self.progress.heartbeat(done, total, unit)
-
-    def release(self, nodes, timeout=30):
-        for node in nodes:
-            node.wait_ready(timeout)
-        for node in nodes:
-            node.go()
-
-    def stop_nodes(self, nodes=None):
-        nodes = list(self.nodes if nodes is None else nodes)
-        for node in reversed(nodes):
-            node.stop(grace=5.0)
-        return [n.returncode for n in nodes]
+    def _stop_all(self, nodes):
+        return stop_all(nodes)
 
     # -- what run_point may use instead of the wall clock, signals and /sys ---------------
     def clock(self):
@@ -133,6 +99,25 @@ class SimContext:
         ports = self.backend.net.ports
         return sum(ports[(h, switch)].sent + ports[(h, switch)].dropped
                    for h in hosts if (h, switch) in ports)
+
+    # -- what only real hosts have ------------------------------------------------------
+    def sysctls(self, host, names):
+        return None
+
+    def cost_meter(self, hosts):
+        return _NoCost()
+
+    def link_report(self):
+        return None
+
+
+class _NoCost:
+    """A simulated run's cost meter: the model's links cost no CPU, and the machine running
+    the simulator is not the simulated one (``--sim-cost`` models processing)."""
+
+    @staticmethod
+    def measure():
+        return {}
 
 
 __all__ = ['SimContext', 'SimNodeError']

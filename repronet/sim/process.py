@@ -303,3 +303,9 @@ class SimProcess:
         for conn in list(self.conns):
             conn.abort()
         self.conns.clear()
+
+
+def stop_all(nodes, grace=5.0):
+    """Stop nodes in this order (as repronet.emu.process.stop_all); return {name: status}.
+    Each stop runs virtual time until that node ended, so the grace is each node's."""
+    return {node.name: node.stop(grace=grace) for node in nodes}
