@@ -98,3 +98,18 @@ def test_the_same_seed_gives_the_same_bytes_with_the_background_charges(tmp_path
         digests.append(sorted(hashlib.sha256(p.read_bytes()).hexdigest()
                               for p in (tmp_path / run / 'logs').iterdir()))
     assert digests[0] == digests[1]
+
+
+def test_a_callback_waiting_for_its_thread_leaves_the_other_core_free():
+    """A server's second callback waits for its first; it must not reserve the idle core
+    meanwhile, so a client's callback runs there at once (it waited for the server's
+    whole queue when each claim took the core idle first)."""
+    engine = Engine()
+    model = cpu.CpuModel(engine, 2, {SERVER: 1.0, CLIENT: 0.1})
+
+    class Client:
+        kind = CLIENT
+    server = Proc()
+    assert model.claim(server, 0) == pytest.approx(1.0)
+    assert model.claim(server, 0) == pytest.approx(2.0)
+    assert model.claim(Client(), 0) == pytest.approx(0.1)

@@ -10,7 +10,10 @@ names is 42 KB, a search 31 bytes: one figure per byte covers both, where one pe
 undercharged the batch by 4x). ``python -m analysis.sim_cost EMU SIM`` measures both from an
 emulation run. A charged callback waits for the node's own single thread and for one of
 ``--sim-cores`` cores (default: this machine's count, what the emulation had), then its
-effects happen when the charge is paid. So the simulator can predict where the emulation
+effects happen when the charge is paid. A core is one "next idle" time, so a callback that
+waits for its node's thread takes, of the cores idle by then, the one idle last: taking the
+one idle first left it reserved while the thread was still busy, and a single busy server
+then held both cores (dht8 Part III, one index server, 2-8 clients). So the simulator can predict where the emulation
 becomes CPU-bound: the cores' busy share is recorded per timed part, as the emulation's CPU
 monitor does.
 
@@ -58,12 +61,23 @@ class CpuModel:
         if not cost:        # free, but not before what the node's thread is still doing
             busy = self.thread.get(proc, 0.0)
             return busy if busy > now else None
-        i = min(range(len(self.free)), key=self.free.__getitem__)
-        start = max(now, self.free[i], self.thread.get(proc, 0.0))
+        ready = max(now, self.thread.get(proc, 0.0))
+        i = self._core(ready)
+        start = max(ready, self.free[i])
         end = start + cost
         self.free[i] = self.thread[proc] = end
         self.busy += cost
         return end
+
+    def _core(self, ready):
+        """The core to run work that can start at ready: of the cores idle by then, the
+        one that became idle last (a core is one 'next idle' time, so the gap before ready
+        is lost; the latest leaves the least), else the one idle first."""
+        free = self.free
+        fits = [i for i in range(len(free)) if free[i] <= ready]
+        if fits:
+            return max(fits, key=free.__getitem__)
+        return min(range(len(free)), key=free.__getitem__)
 
     def background(self, seconds):
         """Take the first free core for seconds from now, holding no node's thread and
