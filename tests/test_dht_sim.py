@@ -41,11 +41,11 @@ class Net:
     """A simulated run: its backend and the node command lines workloads/dht8_points.py
     builds."""
 
-    def __init__(self, tmp, seed=1, replicas=1, costs=None):
+    def __init__(self, tmp, seed=1, replicas=1, costs=None, cores=2):
         self.tmp, self.replicas = Path(tmp), replicas
         (self.tmp / 'logs').mkdir(parents=True, exist_ok=True)
         self.backend = SimBackend(Star(), seed, log_dir=self.tmp / 'logs', costs=costs,
-                                  cores=2)
+                                  cores=cores)
         self.ip = {h: self.backend.hosts[h].ip for h in self.backend.hosts}
         self.server_arg = ','.join('%s=%s:%d' % (s, self.ip[s], INDEX_PORT) for s in SERVERS)
         self.fileset = dht_files.generate(SPEC, self.tmp / 'work')

@@ -83,7 +83,8 @@ def sim_cpu(ctx):
     backend = ctx.backend
     record = {'backend': 'sim', 'monitored': False, 'saturated': False,
               'virtual_seconds': round(backend.engine.now, 6),
-              'events': backend.engine.events}
+              'events': backend.engine.events,
+              'packets_delivered': backend.net.delivered}
     if backend.cpu is not None and backend.engine.now > 0:
         record['mean'] = round(backend.cpu.busy / backend.engine.now, 4)
         record['cores'] = len(backend.cpu.free)

@@ -65,6 +65,8 @@ class SimBackend:
             self.stacks[name] = stack.Stack(self.net, name, ip)
         self.cpu = simcpu.CpuModel(self.engine, cores or os.cpu_count() or 1, costs) \
             if costs else None
+        if self.cpu is not None and self.cpu.per_packet:
+            self.net.on_delivery = self.cpu.delivered
 
     def start_node(self, host, name, argv, suffix='.jsonl'):
         """Start the node program named by argv's '-m MODULE' through its simulate()."""

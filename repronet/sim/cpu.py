@@ -10,14 +10,27 @@ names is 42 KB, a search 31 bytes: one figure per byte covers both, where one pe
 undercharged the batch by 4x). ``python -m analysis.sim_cost EMU SIM`` measures both from an
 emulation run. A charged callback waits for the node's own single thread and for one of
 ``--sim-cores`` cores (default: this machine's count, what the emulation had), then its
-effects happen when the charge is paid. So the simulator can predict where the emulation
+effects happen when the charge is paid. A core is one "next idle" time, so a callback that
+waits for its node's thread takes, of the cores idle by then, the one idle last: taking the
+one idle first left it reserved while the thread was still busy, and a single busy server
+then held both cores (dht8 Part III, one index server, 2-8 clients). So the simulator can predict where the emulation
 becomes CPU-bound: the cores' busy share is recorded per timed part, as the emulation's CPU
 monitor does.
+
+Two charges take a core without holding any node's thread or delaying what they follow,
+for work the emulation's cores do beside the nodes (issue 13: measured by
+``benchmarks/dht8_cpu_split.py`` and ``dht8_cpu_sched.py`` on Part I's batched registers):
+``packet=SECONDS`` per packet delivered to a host (the emulator's own: its link-delay
+daemon's verdict and the kernel's forwarding, fitted by ``analysis.sim_cost`` from the
+daemons' CPU seconds), and ``KIND/exit=SECONDS`` once when a node of that kind ends (a
+client's interpreter teardown, 15-20 ms of CPU, which the other clients wait for).
 """
 
 import importlib.util
 
 PER_BYTE = '/byte'
+PER_EXIT = '/exit'
+PER_PACKET = 'packet'
 
 
 class CpuModel:
@@ -27,9 +40,13 @@ class CpuModel:
     def __init__(self, engine, cores, costs):
         self.engine = engine
         self.free = [0.0] * max(1, int(cores))      # when each core is next idle
-        self.costs = {k: v for k, v in costs.items() if not k.endswith(PER_BYTE)}
+        self.costs = {k: v for k, v in costs.items()
+                      if not k.endswith((PER_BYTE, PER_EXIT)) and k != PER_PACKET}
         self.per_byte = {k[:-len(PER_BYTE)]: v for k, v in costs.items()
                          if k.endswith(PER_BYTE)}
+        self.per_exit = {k[:-len(PER_EXIT)]: v for k, v in costs.items()
+                         if k.endswith(PER_EXIT)}
+        self.per_packet = costs.get(PER_PACKET, 0.0)
         self.thread = {}                            # node -> when its thread is next idle
         self.busy = 0.0                             # core-seconds charged so far
 
@@ -44,21 +61,55 @@ class CpuModel:
         if not cost:        # free, but not before what the node's thread is still doing
             busy = self.thread.get(proc, 0.0)
             return busy if busy > now else None
-        i = min(range(len(self.free)), key=self.free.__getitem__)
-        start = max(now, self.free[i], self.thread.get(proc, 0.0))
+        ready = max(now, self.thread.get(proc, 0.0))
+        i = self._core(ready)
+        start = max(ready, self.free[i])
         end = start + cost
         self.free[i] = self.thread[proc] = end
         self.busy += cost
         return end
 
+    def _core(self, ready):
+        """The core to run work that can start at ready: of the cores idle by then, the
+        one that became idle last (a core is one 'next idle' time, so the gap before ready
+        is lost; the latest leaves the least), else the one idle first."""
+        free = self.free
+        fits = [i for i in range(len(free)) if free[i] <= ready]
+        if fits:
+            return max(fits, key=free.__getitem__)
+        return min(range(len(free)), key=free.__getitem__)
+
+    def background(self, seconds):
+        """Take the first free core for seconds from now, holding no node's thread and
+        delaying nothing directly: later charged callbacks find the core busy."""
+        i = min(range(len(self.free)), key=self.free.__getitem__)
+        self.free[i] = max(self.engine.now, self.free[i]) + seconds
+        self.busy += seconds
+
+    def exited(self, proc):
+        """proc ended: charge its kind's exit cost, if any, on a core."""
+        cost = self.per_exit.get(getattr(proc, 'kind', None))
+        if cost:
+            self.background(cost)
+
+    def delivered(self, packets):
+        """packets reached a host: charge the per-packet cost on a core."""
+        self.background(packets * self.per_packet)
+
     def record(self):
-        """What the manifest keeps about the model."""
-        return {'cores': len(self.free), 'seconds_per_callback': self.costs,
-                'seconds_per_byte_received': self.per_byte}
+        """What the manifest keeps about the model (the background charges when set)."""
+        out = {'cores': len(self.free), 'seconds_per_callback': self.costs,
+               'seconds_per_byte_received': self.per_byte}
+        if self.per_exit:
+            out['seconds_per_exit'] = self.per_exit
+        if self.per_packet:
+            out['seconds_per_packet_delivered'] = self.per_packet
+        return out
 
 
 def parse_costs(text):
-    """'nodes.dht.server=40e-6,nodes.dht.server/byte=4e-7' -> {key: seconds}; ValueError."""
+    """'nodes.dht.server=40e-6,nodes.dht.server/byte=4e-7,nodes.dht.client/exit=0.015,
+    packet=8e-5' -> {key: seconds}; ValueError."""
     costs = {}
     for item in filter(None, (part.strip() for part in (text or '').split(','))):
         kind, sep, value = item.partition('=')
@@ -68,11 +119,14 @@ def parse_costs(text):
         except ValueError:
             seconds = -1.0
         if not sep or not kind or not 0 <= seconds < 1:
-            raise ValueError('--sim-cost takes MODULE=SECONDS or MODULE/byte=SECONDS,... with '
-                             'each cost in [0, 1) s, not %r' % item)
+            raise ValueError('--sim-cost takes MODULE=SECONDS, MODULE/byte=SECONDS, '
+                             'MODULE/exit=SECONDS or packet=SECONDS,... with each cost in '
+                             '[0, 1) s, not %r' % item)
         costs[kind] = seconds
     for kind in costs:
-        module = kind[:-len(PER_BYTE)] if kind.endswith(PER_BYTE) else kind
+        if kind == PER_PACKET:
+            continue
+        module = kind.rsplit('/', 1)[0] if kind.endswith((PER_BYTE, PER_EXIT)) else kind
         if not _is_module(module):
             raise ValueError('--sim-cost names %s, which is not a module (a node program, '
                              'e.g. nodes.dht.server), so it would charge nothing' % module)

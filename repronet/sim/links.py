@@ -132,6 +132,8 @@ class Network:
         self._switch_routes = {}
         self._host_set = set(self.hosts)
         self.stack_by_ip = {}       # ip -> stack.Stack (each Stack adds itself)
+        self.delivered = 0          # packets that reached a host (the manifest's cpu record)
+        self.on_delivery = None     # fn(packets) as they start the last hop (--sim-cost packet)
 
     def reseed(self, seed):
         """Draw this point's losses and jitter from its own seed."""
@@ -223,7 +225,11 @@ class Network:
         first, last, packets, nbytes = times
         if i + 1 < len(path):
             engine.at(first, self._hop, path, i + 1, first, last, nbytes, packets, train)
-        elif packets == train.packets:
+            return
+        self.delivered += packets
+        if self.on_delivery is not None:
+            self.on_delivery(packets)
+        if packets == train.packets:
             engine.at(last, train.arrived, last)
         elif train.partial is not None:
             engine.at(last, train.partial, last, train.packets - packets)

@@ -187,6 +187,8 @@ class SimProcess:
         if self.returncode is not None:
             return
         self.returncode = code
+        if self.cpu is not None:
+            self.cpu.exited(self)
         for event in self._events:
             event.cancel()
         self._events = []
