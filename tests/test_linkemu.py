@@ -125,6 +125,25 @@ def test_rates_ride_along_the_path_and_need_a_daemon_once_there_are_daemons():
     assert not linkemu.plan(Line(middle={'bw': 50}), caps()).serialises     # no daemons
 
 
+def test_daemon_config_numbers_each_rated_link_once_and_lists_it_after_via(tmp_path):
+    """h2's daemon: h1 -> h2 crosses s1->s2 (rated) and 5 ms, h3 -> h2 the same rated link:
+    one link line, both sources via 0; the text is what the daemon's own parser accepts."""
+    from repronet.emu.linkemu_paths import daemon_config
+    from tests.test_linkdelay_unit import _compile, run
+    from repronet.emu.linkemu_daemon import CHECK_C
+    emu = linkemu.plan(Line(first={'delay': '5ms'}, middle={'bw': 50}), caps())
+    ips = {'h1': ['10.0.0.1'], 'h2': ['10.0.0.2'], 'h3': ['10.0.0.3']}
+    text, simple, holds = daemon_config(emu.paths.to('h2'), ips.get)
+    lines = [line for line in text.splitlines() if not line.startswith('#')]
+    assert lines == ['link 0 50000000', '10.0.0.1 0.000000000 3 5000 0 0 0 0 0 via 0',
+                     '10.0.0.3 0.000000000 3 0 0 0 0 0 0 via 0']
+    assert simple and holds == [5000, 0]
+    conf = tmp_path / 'h2.conf'
+    conf.write_text(text)
+    check = _compile(tmp_path / 'linkdelay_check', list(CHECK_C), ['-lm'])
+    assert run(check, 'config', conf) == {'sources': 2}
+
+
 def test_bandwidth_only_needs_no_daemon_and_no_netem():
     """bw alone is HTB on any kernel; max_queue_size without netem is a pfifo leaf."""
     emu = linkemu.plan(Line(middle={'bw': 50, 'max_queue_size': 100}), caps())

@@ -43,6 +43,7 @@ import zlib
 
 from repronet.emu.process import cpu_seconds, stop_popen
 from repronet.emu.linkemu_params import LinkEmulationError
+from repronet.emu.linkemu_paths import daemon_config
 from repronet.run.results import read_jsonl
 
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'linkdelay')
@@ -178,26 +179,13 @@ class DaemonSet:
 
     def _start_one(self, net, binary, folder, dst):
         """Write the config of dst and start its daemon (not waiting for it)."""
-        lines, simple, holds, links = [], True, [], {}
-        for spec in self.paths.to(dst):
-            hops = ' '.join(f'{d} {j}' for d, j in spec.hops)
-            holds.append(sum(d for d, _ in spec.hops))
-            simple = simple and spec.loss == 0 and all(j == 0 for _, j in spec.hops)
-            via = [links.setdefault((name, rate), len(links)) for name, rate in spec.rated()]
-            if via:
-                hops += ' via ' + ' '.join(map(str, via))
-            for intf in net[spec.src].intfList():
-                if intf.IP():
-                    lines.append(f'{intf.IP()} {spec.loss:.9f} {len(spec.hops)} {hops}\n')
+        text, simple, holds = daemon_config(
+            self.paths.to(dst), lambda src: [i.IP() for i in net[src].intfList() if i.IP()])
         host = net[dst]
         intfs = [i.name for i in host.intfList() if i.name != 'lo']
         config = os.path.join(folder, f'linkdelay-{dst}.conf')
         with open(config, 'w') as f:
-            f.write('# link ID RATE_BPS, then SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... '
-                    '[via ID ...] (written by repronet/emu/linkemu_daemon.py)\n')
-            for (name, rate), i in links.items():
-                f.write(f'# {name}\nlink {i} {rate}\n')
-            f.writelines(lines)
+            f.write(text)
         if hasattr(host, 'put_file'):   # a host on another server reads its own copy
             config = host.put_file(config)
         argv = [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(self.seed),
@@ -212,7 +200,8 @@ class DaemonSet:
             proc = host.popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err,
                               mncmd=['mnexec', '-da', str(host.pid)])
         self.daemons[dst] = _Daemon(host, proc, log_path, err_path, intfs)
-        self.daemons[dst].sources = len(lines)
+        self.daemons[dst].sources = sum(1 for line in text.splitlines()
+                                        if line and line[0].isdigit())
         self.daemons[dst].hold_us_min = min((h for h in holds if h > 0), default=None)
         self.daemons[dst].hold_us_max = max(holds, default=None) or None
 

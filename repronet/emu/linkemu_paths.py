@@ -181,3 +181,28 @@ class PathTable:
                         'jitter': any(j for p in active for _, j in p.hops),
                         'rated_links': len({n for p in active for n, _ in p.rated()})})
         return out
+
+
+def daemon_config(specs, addresses):
+    """The config of one receiver's linkdelay daemon, from its sources' PathSpecs.
+
+    ``addresses(src)`` gives the source host's IPv4 addresses (one line each). Returns
+    (text, simple, holds): simple is True when no path has loss or jitter (the daemon may
+    then hold whole GSO packets), holds the configured delay of each path in us. Each rated
+    link direction gets one ``link`` line, numbered in the order the paths first cross it,
+    and a path lists its rated links after ``via`` (repronet/emu/linkdelay/linkdelay_wire.c).
+    """
+    lines, simple, holds, links = [], True, [], {}
+    for spec in specs:
+        hops = ' '.join(f'{d} {j}' for d, j in spec.hops)
+        holds.append(sum(d for d, _ in spec.hops))
+        simple = simple and spec.loss == 0 and all(j == 0 for _, j in spec.hops)
+        via = [links.setdefault((name, rate), len(links)) for name, rate in spec.rated()]
+        if via:
+            hops += ' via ' + ' '.join(map(str, via))
+        for ip in addresses(spec.src):
+            lines.append(f'{ip} {spec.loss:.9f} {len(spec.hops)} {hops}\n')
+    head = ['# link ID RATE_BPS, then SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... [via ID ...] '
+            '(written by repronet/emu/linkemu_paths.py)\n']
+    head += [f'# {name}\nlink {i} {rate}\n' for (name, rate), i in links.items()]
+    return ''.join(head + lines), simple, holds
