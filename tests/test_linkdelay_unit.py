@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from analysis.fidelity import binom_quantiles
-from repronet.emu.linkemu_daemon import CHECK_C, CORE_C, SOURCE_DIR
+from repronet.emu.linkemu_daemon import CHECK_C, DAEMON_C, SOURCE_DIR
 
 CFLAGS = ['-O2', '-Wall', '-Wextra', '-std=c11']
 
@@ -47,7 +47,7 @@ def check(tmp_path_factory):
 def daemon(tmp_path_factory):
     """Path of the compiled daemon (same sources and libraries as its Makefile)."""
     out = tmp_path_factory.mktemp('linkdelay') / 'linkdelay'
-    return _compile(out, ['linkdelay.c'] + list(CORE_C),
+    return _compile(out, list(DAEMON_C),
                     ['-lnetfilter_queue', '-lnfnetlink', '-lm'])
 
 

@@ -51,7 +51,8 @@ BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
 # The daemon's C files without netfilter (the unit tests compile them with the check driver).
 CORE_C = ('linkdelay_core.c', 'linkdelay_config.c', 'linkdelay_wire.c', 'linkdelay_sched.c')
 CHECK_C = ('linkdelay_check.c', 'linkdelay_check_wire.c') + CORE_C
-SOURCES = ('linkdelay.c',) + CORE_C + ('linkdelay_core.h', 'linkdelay_sched.h', 'Makefile')
+DAEMON_C = ('linkdelay.c', 'linkdelay_report.c') + CORE_C
+SOURCES = DAEMON_C + ('linkdelay_core.h', 'linkdelay_sched.h', 'linkdelay_daemon.h', 'Makefile')
 CHAIN = 'REPRONET_LINKDELAY'
 QUEUE = 0
 READY_TIMEOUT = 5.0         # seconds, plus READY_PER_DAEMON for each daemon started

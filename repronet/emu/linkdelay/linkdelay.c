@@ -54,8 +54,7 @@
  * stderr and exit status 2, before the queue is touched.
  */
 #define _GNU_SOURCE
-#include "linkdelay_core.h"
-#include "linkdelay_sched.h"
+#include "linkdelay_daemon.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -72,20 +71,20 @@
 #define COPY_BYTES 40
 #define QUEUE_MAXLEN 65536
 #define RCVBUF_BYTES (32 * 1024 * 1024)
-#define CONTROL_MAX 256
 #define DRAIN_MAX 64            /* messages read per pass before due packets are released */
 
-static struct ld_table table;
-static struct ld_heap heap;
-static uint64_t seed, host_id;
-static uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
-static uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
-static uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
-static uint64_t serialised, serial_ns_sum, serial_ns_max;
-static unsigned rt_priority, rt_budget_ms = 200;
-static struct ld_spin spin;
-static struct ld_block block;
-static uint64_t start_ns;
+/* The daemon's state; linkdelay_report.c prints it (linkdelay_daemon.h). */
+struct ld_table table;
+struct ld_heap heap;
+uint64_t seed, host_id;
+uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
+uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
+uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
+uint64_t serialised, serial_ns_sum, serial_ns_max;
+unsigned rt_priority, rt_budget_ms = 200;
+struct ld_spin spin;
+struct ld_block block;
+uint64_t start_ns;
 static struct nfq_q_handle *qh;
 
 static uint64_t clock_ns(clockid_t clock)
@@ -183,96 +182,6 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 		exit(1);
 	}
 	return 0;
-}
-
-/* The scheduling fields of the ready and stats lines (no braces, no trailing comma). */
-static void print_schedule(void)
-{
-	printf("\"policy\": \"%s\", \"rt_priority\": %u, \"rt_budget_ms\": %u, "
-	       "\"rt_demoted\": %d, \"rt_demoted_after_s\": ", ld_sched_policy(), rt_priority,
-	       rt_budget_ms, (int)ld_rt_demoted);
-	if (ld_rt_demoted)
-		printf("%.3f", (ld_rt_demoted_ns - start_ns) / 1e9);
-	else
-		printf("null");
-	printf(", \"forced_sleeps\": %llu, \"spin_us\": %.1f, \"spin_cap_us\": %llu, "
-	       "\"spin_permille\": %llu, \"spin_quantile\": %g, \"wake_samples\": %llu, "
-	       "\"wake_overshoot_us_q\": %.1f, \"wake_overshoot_us_max\": %.1f",
-	       (unsigned long long)block.forced,
-	       spin.spin_ns / 1000.0, (unsigned long long)(spin.cap_ns / 1000ull),
-	       (unsigned long long)(spin.budget_ns / (LD_SPIN_WINDOW_NS / 1000ull)),
-	       LD_SPIN_QUANTILE, (unsigned long long)spin.samples, spin.quantile_ns / 1000.0,
-	       spin.overshoot_max_ns / 1000.0);
-}
-
-static void print_stats(const char *event)
-{
-	int first = 1;
-	printf("{\"event\": \"%s\", \"arrivals\": %llu, \"accepted\": %llu, \"dropped\": %llu, "
-	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"released\": %llu, "
-	       "\"late_us_mean\": %.3f, "
-	       "\"late_us_max\": %.3f, \"verdict_us_mean\": %.3f, \"queued_us_mean\": %.3f, "
-	       "\"queued_us_max\": %.3f, "
-	       "\"stamped\": %llu, \"unstamped\": %llu, \"enobufs\": %llu, "
-	       "\"verdict_errors\": %llu, \"seed\": %llu, ",
-	       event, (unsigned long long)arrivals, (unsigned long long)accepted,
-	       (unsigned long long)dropped, (unsigned long long)unknown, heap.len, heap.max,
-	       (unsigned long long)released, released ? late_ns_sum / 1000.0 / released : 0.0,
-	       late_ns_max / 1000.0, released ? verdict_ns_sum / 1000.0 / released : 0.0,
-	       stamped ? queued_ns_sum / 1000.0 / stamped : 0.0, queued_ns_max / 1000.0,
-	       (unsigned long long)stamped, (unsigned long long)unstamped,
-	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
-	       (unsigned long long)seed);
-	print_schedule();
-	printf(", \"spin_ms\": %.3f, \"spin_windows_exhausted\": %llu, \"serialised\": %llu, "
-	       "\"serial_us_mean\": %.3f, \"serial_us_max\": %.3f, \"links\": [",
-	       spin.total_ns / 1e6, (unsigned long long)spin.windows_exhausted,
-	       (unsigned long long)serialised, serialised ? serial_ns_sum / 1000.0 / serialised : 0.0,
-	       serial_ns_max / 1000.0);
-	for (size_t i = 0; i < table.nlinks; i++)
-		printf("%s{\"id\": %zu, \"rate_bps\": %llu, \"packets\": %llu, \"busy_ms\": %.3f}",
-		       i ? ", " : "", i, (unsigned long long)table.links[i].rate_bps,
-		       (unsigned long long)table.links[i].packets, table.links[i].busy_ns / 1e6);
-	printf("], \"sources\": [");
-	for (size_t i = 0; i < table.n; i++) {
-		char addr[INET_ADDRSTRLEN];
-		struct in_addr a = {htonl(table.v[i].addr)};
-		if (!table.v[i].packets)
-			continue;   /* only sources that sent: the line stays short on big trees */
-		inet_ntop(AF_INET, &a, addr, sizeof(addr));
-		printf("%s{\"src\": \"%s\", \"packets\": %llu, \"dropped\": %llu}", first ? "" : ", ",
-		       addr, (unsigned long long)table.v[i].packets,
-		       (unsigned long long)table.v[i].dropped);
-		first = 0;
-	}
-	printf("]}\n");
-	fflush(stdout);
-}
-
-/* Act on the complete lines in buf[0..*len); keep an unfinished one. */
-static void control(char *buf, size_t *len)
-{
-	char *start = buf, *nl;
-	while ((nl = memchr(start, '\n', *len - (size_t)(start - buf)))) {
-		uint64_t v;
-		*nl = '\0';
-		if (!strncmp(start, "seed ", 5) && ld_parse_u64(start + 5, UINT64_MAX, &v) == 0) {
-			seed = v;
-			ld_seed(&table, seed, host_id);
-			printf("{\"event\": \"seeded\", \"seed\": %llu}\n", (unsigned long long)seed);
-			fflush(stdout);
-		} else {
-			fprintf(stderr, "linkdelay: ignored control line '%.64s' (expected 'seed N')\n",
-				start);
-		}
-		start = nl + 1;
-	}
-	*len -= (size_t)(start - buf);
-	memmove(buf, start, *len);
-	if (*len == CONTROL_MAX) {
-		fprintf(stderr, "linkdelay: ignored a control line longer than %d bytes\n", CONTROL_MAX);
-		*len = 0;
-	}
 }
 
 static void usage(const char *why, const char *arg)

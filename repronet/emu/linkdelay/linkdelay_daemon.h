@@ -1,0 +1,29 @@
+/*
+ * The linkdelay daemon's state shared by linkdelay.c (the packet path and the loop) and
+ * linkdelay_report.c (its JSON lines and control input): defined in linkdelay.c.
+ */
+#ifndef LINKDELAY_DAEMON_H
+#define LINKDELAY_DAEMON_H
+
+#include "linkdelay_core.h"
+#include "linkdelay_sched.h"
+
+#define CONTROL_MAX 256
+
+extern struct ld_table table;
+extern struct ld_heap heap;
+extern uint64_t seed, host_id;
+extern uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
+extern uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
+extern uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
+extern uint64_t serialised, serial_ns_sum, serial_ns_max;
+extern unsigned rt_priority, rt_budget_ms;
+extern struct ld_spin spin;
+extern struct ld_block block;
+extern uint64_t start_ns;
+
+void print_schedule(void);                  /* the scheduling fields of ready and stats lines */
+void print_stats(const char *event);        /* one {"event": event, ...} line, flushed */
+void control(char *buf, size_t *len);       /* act on the complete lines in buf, keep the rest */
+
+#endif
