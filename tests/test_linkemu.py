@@ -133,11 +133,11 @@ def test_daemon_config_numbers_each_rated_link_once_and_lists_it_after_via(tmp_p
     from repronet.emu.linkemu_daemon import CHECK_C
     emu = linkemu.plan(Line(first={'delay': '5ms'}, middle={'bw': 50}), caps())
     ips = {'h1': ['10.0.0.1'], 'h2': ['10.0.0.2'], 'h3': ['10.0.0.3']}
-    text, simple, holds = daemon_config(emu.paths.to('h2'), ips.get)
+    text, sources, simple, holds = daemon_config(emu.paths.to('h2'), ips.get)
     lines = [line for line in text.splitlines() if not line.startswith('#')]
     assert lines == ['link 0 50000000', '10.0.0.1 0.000000000 3 5000 0 0 0 0 0 via 0',
                      '10.0.0.3 0.000000000 3 0 0 0 0 0 0 via 0']
-    assert simple and holds == [5000, 0]
+    assert sources == 2 and simple and holds == [5000, 0]
     conf = tmp_path / 'h2.conf'
     conf.write_text(text)
     check = _compile(tmp_path / 'linkdelay_check', list(CHECK_C), ['-lm'])

@@ -180,7 +180,7 @@ class DaemonSet:
 
     def _start_one(self, net, binary, folder, dst):
         """Write the config of dst and start its daemon (not waiting for it)."""
-        text, simple, holds = daemon_config(
+        text, sources, simple, holds = daemon_config(
             self.paths.to(dst), lambda src: [i.IP() for i in net[src].intfList() if i.IP()])
         host = net[dst]
         intfs = [i.name for i in host.intfList() if i.name != 'lo']
@@ -201,8 +201,7 @@ class DaemonSet:
             proc = host.popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err,
                               mncmd=['mnexec', '-da', str(host.pid)])
         self.daemons[dst] = _Daemon(host, proc, log_path, err_path, intfs)
-        self.daemons[dst].sources = sum(1 for line in text.splitlines()
-                                        if line and line[0].isdigit())
+        self.daemons[dst].sources = sources
         self.daemons[dst].hold_us_min = min((h for h in holds if h > 0), default=None)
         self.daemons[dst].hold_us_max = max(holds, default=None) or None
 

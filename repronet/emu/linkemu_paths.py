@@ -187,8 +187,9 @@ def daemon_config(specs, addresses):
     """The config of one receiver's linkdelay daemon, from its sources' PathSpecs.
 
     ``addresses(src)`` gives the source host's IPv4 addresses (one line each). Returns
-    (text, simple, holds): simple is True when no path has loss or jitter (the daemon may
-    then hold whole GSO packets), holds the configured delay of each path in us. Each rated
+    (text, sources, simple, holds): sources is the number of source lines; simple is True
+    when no path has loss or jitter (the daemon may then hold whole GSO packets); holds is
+    the configured delay of each path in us. Each rated
     link direction gets one ``link`` line, numbered in the order the paths first cross it,
     and a path lists its rated links after ``via`` (repronet/emu/linkdelay/linkdelay_wire.c).
     """
@@ -205,4 +206,4 @@ def daemon_config(specs, addresses):
     head = ['# link ID RATE_BPS, then SRC_IPV4 LOSS NHOPS DELAY_US JITTER_US ... [via ID ...] '
             '(written by repronet/emu/linkemu_paths.py)\n']
     head += [f'# {name}\nlink {i} {rate}\n' for (name, rate), i in links.items()]
-    return ''.join(head + lines), simple, holds
+    return ''.join(head + lines), len(lines), simple, holds

@@ -104,23 +104,30 @@ def proc_state(pid):
         return None
 
 
+def _named(match):
+    """Sorted names of the named network namespaces (``ip netns``) that match."""
+    try:
+        return sorted(n for n in os.listdir(NETNS_DIR) if match(n))
+    except OSError:
+        return []
+
+
+def _delete(name):
+    """``ip netns del name``; True when it went."""
+    return subprocess.run(['ip', 'netns', 'del', name], capture_output=True).returncode == 0
+
+
 def probe_namespaces(min_age):
     """Delete the capability probe's named namespaces (``rncap-*``, see
     repronet.emu.capabilities) older than min_age seconds: a probe killed
     mid-way leaves one; a younger one may be another process's live probe."""
     done = []
-    try:
-        names = sorted(n for n in os.listdir(NETNS_DIR)
-                       if n.startswith(PROBE_PREFIX))
-    except OSError:
-        return done
-    for name in names:
+    for name in _named(lambda n: n.startswith(PROBE_PREFIX)):
         try:    # the nsfs inode behind the mount is made when the ns is named
             age = time.time() - os.stat(os.path.join(NETNS_DIR, name)).st_mtime
         except OSError:
             continue
-        if age >= min_age and subprocess.run(
-                ['ip', 'netns', 'del', name], capture_output=True).returncode == 0:
+        if age >= min_age and _delete(name):
             done.append('namespace %s (a capability probe\'s, %.0f s old)'
                         % (name, age))
     return done
@@ -131,11 +138,7 @@ def bench_namespaces():
     SIGKILL what still runs in them (its index server, its delay daemon): a benchmark that
     is alive (its PID in the name exists) keeps its own."""
     done = []
-    try:
-        names = sorted(n for n in os.listdir(NETNS_DIR) if BENCH_NAME.match(n))
-    except OSError:
-        return done
-    for name in names:
+    for name in _named(BENCH_NAME.match):
         if os.path.exists('/proc/%s' % BENCH_NAME.match(name).group(1)):
             continue
         listed = subprocess.run(['ip', 'netns', 'pids', name], capture_output=True, text=True)
@@ -146,7 +149,7 @@ def bench_namespaces():
             except ProcessLookupError:
                 pass
         wait_gone(pids)
-        if subprocess.run(['ip', 'netns', 'del', name], capture_output=True).returncode == 0:
+        if _delete(name):
             done.append('namespace %s (a killed read-cost benchmark\'s, %d processes)'
                         % (name, len(pids)))
     return done
