@@ -23,7 +23,8 @@ for work the emulation's cores do beside the nodes (issue 13: measured by
 ``packet=SECONDS`` per packet delivered to a host (the emulator's own: its link-delay
 daemon's verdict and the kernel's forwarding, fitted by ``analysis.sim_cost`` from the
 daemons' CPU seconds), and ``KIND/exit=SECONDS`` once when a node of that kind ends (a
-client's interpreter teardown, 15-20 ms of CPU, which the other clients wait for).
+client's interpreter teardown, 18-53 ms of CPU in the measured runs, which the other clients
+wait for).
 """
 
 import importlib.util
