@@ -16,6 +16,7 @@ so every experiment's report says it.
 """
 
 from analysis.inputs import is_number
+from repronet.emu.linkemu_holds import late_bound_us
 
 
 def host(manifest):
@@ -58,6 +59,7 @@ def holds(manifest):
     if is_number(record.get('serial_us_mean')):
         text += (' after each packet\'s time on the rated links (%.1f us on average, timed '
                  'by the daemons)' % record['serial_us_mean'])
+    text += _spread(record)
     if is_number(share) and mean > share * hold:
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))
@@ -69,6 +71,22 @@ def holds(manifest):
                      len(demoted), len(record.get('daemons') or demoted),
                      ', '.join(map(str, demoted))))
     return text
+
+
+def _spread(record):
+    """' (99 % of packets under N us late; M us of the mean from packets read after their
+    deadline)' from the daemons' histogram and split ('' from runs before they had them)."""
+    hist, read = record.get('late_hist_log2_us'), record.get('late_read_us_mean')
+    bits = []
+    if hist:
+        bounds = [(q, late_bound_us(hist, q)) for q in (0.5, 0.99)]
+        bits.append(', '.join('%g %% of packets %s' % (100 * q, 'under %d us late' % b if b
+                                                        else '16 ms late or more')
+                              for q, b in bounds))
+    if is_number(read):
+        bits.append('%.1f us of the mean from packets the daemons read after their deadline'
+                    % read)
+    return ' (%s)' % '; '.join(bits) if bits else ''
 
 
 def _daemon_cpu(rows):

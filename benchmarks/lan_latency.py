@@ -185,22 +185,42 @@ def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idl
                                  ready=TcpListening(PORT), suffix='.json').start()
             server.wait_ready(20)
             cpu_before = sum(net.links.daemon_cpu_seconds().values())
+            wire_before = htb_sent_bytes(h1)
             client = NodeProcess(h1, 'iperf3-c', ['iperf3', '-c', h2.IP(), '-p', PORT, '-J',
                                                   '-t', seconds] + UDP_FLOOD * udp, logs,
                                  suffix='.json').start()
             if client.wait(timeout=seconds + 30) != 0:
                 raise RuntimeError('iperf3 failed: see %s' % client.err_path)
             cpu = sum(net.links.daemon_cpu_seconds().values()) - cpu_before
+            wire_after = htb_sent_bytes(h1)
             figures = lateness(net.links.daemon_stats())
             server.stop()
             with open(client.log_path) as f:
                 end = json.load(f)['end']
-            rate = end['sum' if udp else 'sum_received']['bits_per_second'] / 1e6
+            summary = end['sum' if udp else 'sum_received']
+            rate = summary['bits_per_second'] / 1e6
+            wire = (None if wire_before is None or wire_after is None else
+                    (wire_after - wire_before) * 8 / summary['seconds'] / 1e6)
         finally:
             with guard.held():
                 net.stop()
                 state.clear()
-    return {'one_way_ms': one_way_ms, 'mbit': rate, 'daemon_cpu': cpu / seconds, **figures}
+    return {'one_way_ms': one_way_ms, 'mbit': rate, 'wire_mbit': wire,
+            'daemon_cpu': cpu / seconds, **figures}
+
+
+def htb_sent_bytes(host):
+    """Bytes the root qdisc of host's first interface has sent (HTB where the link has bw):
+    what the shaper counts against its rate, Ethernet headers included, so a transfer's
+    bytes over its seconds say how full it kept the link, whatever the payload's share of
+    a frame. None when tc prints no such line."""
+    out = host.cmd('tc -s qdisc show dev %s root' % host.defaultIntf())
+    words = out.split()
+    if 'Sent' in words:
+        at = words.index('Sent')
+        if at + 1 < len(words) and words[at + 1].isdigit():
+            return int(words[at + 1])
+    return None
 
 
 def _uptime():

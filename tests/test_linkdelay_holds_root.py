@@ -61,6 +61,12 @@ def test_mean_lateness_beside_a_cpu_hog(tmp_path):
     assert holds['released'] >= 2 * len(rtts)
     assert holds['marked'] == (holds['late_us_mean'] > 0.1 * 100)
     assert abs(holds['late_us_mean'] - figures['late_us_mean']) < 5.0
+    # The mean splits into read, chain and wake without remainder, and the summed histogram
+    # counts every release once (linkdelay.c's release_due, linkemu_holds.record).
+    split = sum(holds['late_%s_us_mean' % part] for part in ('read', 'chain', 'wake'))
+    assert abs(split - holds['late_us_mean']) < 0.01
+    assert min(holds['late_%s_us_mean' % part] for part in ('read', 'chain', 'wake')) >= 0
+    assert sum(holds['late_hist_log2_us']) == holds['released']
     # Neither daemon left the real-time class, and each recorded the spin window it used
     # (learned from its own sleeps, within the floor and the cap) and its CPU budget.
     assert holds['rt_demoted'] == []

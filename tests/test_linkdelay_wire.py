@@ -118,3 +118,26 @@ def test_lengths_read_from_real_packets(check):
             pkt.summary()
     assert run(check, 'wire', bytes(scapy.IPv6() / scapy.UDP())[:40].hex()) == {'ip_len': None}
     assert run(check, 'wire', '4500') == {'ip_len': None}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40 * 10**6), min_size=1, max_size=40),
+       st.sampled_from([0.5, 0.9, 0.99]))
+def test_the_lateness_histogram_bounds_each_quantile(check, late_ns, q):
+    """The stats' histogram (linkdelay_core.c): each release lands in the bucket of its whole
+    microseconds' bit length (under 1 us in bucket 0, 2^14 us and more in the last), and the
+    bound printed for a quantile is the upper edge of the bucket holding the nearest-rank
+    quantile of the sorted releases (null in the open last bucket): never below it, and
+    less than twice it (fails with buckets off by one either way)."""
+    out = run(check, 'late', *map(str, late_ns))
+    expected = [0] * 16
+    for v in late_ns:
+        expected[min((v // 1000).bit_length(), 15)] += 1
+    assert out['hist'] == expected
+    rank = max(1, int(q * len(late_ns) + 0.5))
+    value_us = sorted(late_ns)[rank - 1] / 1000
+    bound = out['bounds_us'][[0.5, 0.9, 0.99].index(q)]
+    if (int(value_us)).bit_length() >= 15:
+        assert bound is None
+    else:
+        assert value_us < bound <= max(1, 2 * value_us)

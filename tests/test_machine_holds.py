@@ -76,3 +76,17 @@ def test_serialisation_time_is_stated_when_the_daemons_timed_it():
             "links (42.2 us on average, timed by the daemons)") in text
     assert 'rated links' not in machine.describe(_manifest())
     assert 'rated links' not in machine.describe(_manifest(serial_us_mean=None))
+
+
+def test_the_tail_and_the_read_share_of_the_lateness_are_stated():
+    """With the daemons' summed histogram and split (since 2026-11-26), the line gives the
+    median's and the 99th percentile's bounds and what packets read late added: 900 of 1,000
+    releases under 1 us and 100 in [512, 1024) us: half under 1 us, 99 % under 1024 us; one
+    release in the open last bucket at the 99th percentile reads '16 ms late or more'."""
+    hist = [900] + [0] * 9 + [100] + [0] * 5
+    text = machine.holds(_manifest(late_hist_log2_us=hist, late_read_us_mean=61.25))
+    assert ('(50 % of packets under 1 us late, 99 % of packets under 1024 us late; 61.2 us of '
+            'the mean from packets the daemons read after their deadline)') in text
+    tail = [1] + [0] * 14 + [1]
+    assert '99 % of packets 16 ms late or more' in machine.holds(_manifest(late_hist_log2_us=tail))
+    assert '(' not in machine.holds(_manifest()).split('holds of')[1]

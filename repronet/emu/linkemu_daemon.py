@@ -41,6 +41,7 @@ import tempfile
 import time
 import zlib
 
+from repronet.emu import linkemu_holds
 from repronet.emu.process import cpu_seconds, stop_popen
 from repronet.emu.linkemu_params import LinkEmulationError
 from repronet.emu.linkemu_paths import daemon_config
@@ -250,43 +251,14 @@ class DaemonSet:
                 'policy_got': got}
 
     def holds(self):
-        """After stop: the daemons' lateness next to their configured holds, for the manifest.
-
-        ``late_us_mean`` is weighted by the packets each daemon held; ``marked`` is True when
-        it exceeds LATE_SHARE of the smallest configured hold (jitter aside) of any daemon.
-        Each row also has the spin window the daemon learned and what it learned it from, and
-        ``rt_demoted`` lists the daemons that left SCHED_FIFO (they ran RT_BUDGET_MS without
-        sleeping and were late from then on). ``serial_us_mean`` is the mean time a packet's
-        bits took on its path's rated links (linkdelay_wire.c), before its hold began."""
-        rows, held, late_sum = [], 0, 0.0
-        for name, d in sorted(self.daemons.items()):
-            final = d.final or {}
-            released = final.get('released')
-            rows.append({'host': name, 'hold_us_min': d.hold_us_min,
-                         'hold_us_max': d.hold_us_max, 'released': released,
-                         'cpu_s': round(d.cpu_s, 3),
-                         'server': getattr(d.host, 'server', None) or 'localhost',
-                         **{k: final.get(k) for k in (
-                             'late_us_mean', 'late_us_max', 'queued_us_mean',
-                             'verdict_us_mean', 'serialised', 'serial_us_mean', 'policy',
-                             'rt_demoted', 'rt_demoted_after_s', 'forced_sleeps', 'spin_ms',
-                             'spin_us', 'spin_cap_us', 'spin_permille', 'wake_samples',
-                             'wake_overshoot_us_q', 'wake_overshoot_us_max')}})
-            if released and final.get('late_us_mean') is not None:
-                held += released
-                late_sum += released * final['late_us_mean']
-        mins = [r['hold_us_min'] for r in rows if r['hold_us_min']]
-        maxes = [r['hold_us_max'] for r in rows if r['hold_us_max']]
-        worst = [r['late_us_max'] for r in rows if r['late_us_max'] is not None]
-        mean = late_sum / held if held else None
-        timed = sum(r['serialised'] or 0 for r in rows)
-        serial = sum((r['serialised'] or 0) * (r['serial_us_mean'] or 0) for r in rows)
-        return {'serialised': timed, 'serial_us_mean': serial / timed if timed else None,
-                'late_share': LATE_SHARE, 'hold_us_min': min(mins) if mins else None,
-                'hold_us_max': max(maxes) if maxes else None, 'released': held,
-                'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,
-                'marked': bool(mins and mean is not None and mean > LATE_SHARE * min(mins)),
-                'rt_demoted': [r['host'] for r in rows if r['rt_demoted']], 'daemons': rows}
+        """After stop: the daemons' lateness next to their configured holds, for the manifest
+        (``repronet.emu.linkemu_holds`` says what it holds)."""
+        return linkemu_holds.record(
+            [{'host': name, 'hold_us_min': d.hold_us_min, 'hold_us_max': d.hold_us_max,
+              'cpu_s': round(d.cpu_s, 3),
+              'server': getattr(d.host, 'server', None) or 'localhost'}
+             for name, d in sorted(self.daemons.items())],
+            [self.daemons[name].final or {} for name in sorted(self.daemons)], LATE_SHARE)
 
     @staticmethod
     def _rules(daemon):

@@ -81,6 +81,7 @@ uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
 uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
 uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
 uint64_t serialised, serial_ns_sum, serial_ns_max;
+uint64_t late_read_ns_sum, late_chain_ns_sum, late_wake_ns_sum, late_hist[LD_LATE_BUCKETS];
 unsigned rt_priority, rt_budget_ms = 200;
 struct ld_spin spin;
 struct ld_block block;
@@ -136,7 +137,7 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 	int len = nfq_get_payload(nfa, &payload);
 	uint32_t id, src;
 	struct ld_source *s;
-	uint64_t hold_ns, ready, now = now_ns();
+	uint64_t hold_ns, ready, late, now = now_ns();
 	(void)q; (void)msg; (void)data;
 
 	if (!ph)
@@ -177,7 +178,10 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 		if (ready - arrived > serial_ns_max)
 			serial_ns_max = ready - arrived;
 	}
-	if (ld_heap_push(&heap, (struct ld_held){ready + hold_ns, arrivals, id}) < 0) {
+	ready += hold_ns;
+	late = now > ready ? now - ready : 0;
+	if (ld_heap_push(&heap, (struct ld_held){ready, arrivals, id,
+						  late > UINT32_MAX ? UINT32_MAX : (uint32_t)late}) < 0) {
 		fprintf(stderr, "linkdelay: out of memory holding %zu packets\n", heap.len);
 		exit(1);
 	}
@@ -208,14 +212,25 @@ static uint64_t number(const char *flag, const char *text, uint64_t max)
  * Accept every held packet whose deadline has passed. Each one's lateness is counted at its
  * own verdict (a verdict runs the packet through the rest of the stack, which takes a few
  * microseconds, so the later ones of a batch wait for the earlier ones); verdict_ns_sum is
- * the time those verdicts took. Returns the time after the last verdict.
+ * the time those verdicts took. The lateness is split three ways, so a report can say where
+ * it came from: read (its deadline had passed when the daemon read it from the queue), chain
+ * (it waited for earlier verdicts of this pass) and wake (the rest: the pass began late, a
+ * timed sleep woke late or the daemon was busy reading). Returns the time after the last
+ * verdict.
  */
 static uint64_t release_due(uint64_t now)
 {
+	uint64_t pass = now;
 	while (heap.len && heap.v[0].deadline_ns <= now) {
 		struct ld_held item = ld_heap_pop(&heap);
 		uint64_t late = now - item.deadline_ns, done;
+		uint64_t chain = now - (item.deadline_ns > pass ? item.deadline_ns : pass);
+		uint64_t read = item.read_late_ns < late - chain ? item.read_late_ns : late - chain;
 		late_ns_sum += late;
+		late_chain_ns_sum += chain;
+		late_read_ns_sum += read;
+		late_wake_ns_sum += late - chain - read;
+		late_hist[ld_late_bucket(late)]++;
 		if (late > late_ns_max)
 			late_ns_max = late;
 		accepted++;

@@ -35,6 +35,8 @@
  *       order given; {"done_ns": [when each one's last bit left], "links": [busy ns of each]}
  *   wire HEX                           {"ip_len": N, "hdr_len": N} or {"ip_len": null}
  *       the lengths the daemon reads from a packet's first bytes (at most 40, as it copies)
+ *   late LATE_NS...                    {"hist": [count per bucket], "bounds_us": [p50, p90, p99]}
+ *       the daemon's lateness histogram of those releases (null: the open last bucket)
  *   overshoot COUNT SLEEP_NS PRIORITY
  *       a measurement, not a check: COUNT timed sleeps of SLEEP_NS the way the daemon sleeps
  *       (ppoll, timer slack 1 ns; SCHED_FIFO PRIORITY unless 0, which needs root), each fed
@@ -109,7 +111,7 @@ static int cmd_heap(int argc, char **argv)
 {
 	struct ld_heap h = {0};
 	for (int i = 0; i < argc; i++)
-		if (ld_heap_push(&h, (struct ld_held){number(argv[i]), (uint64_t)i, (uint32_t)i}) < 0)
+		if (ld_heap_push(&h, (struct ld_held){number(argv[i]), (uint64_t)i, (uint32_t)i, 0}) < 0)
 			return 1;
 	printf("{\"order\": [");
 	for (int i = 0; h.len; i++)
@@ -174,7 +176,7 @@ static int cmd_simulate(int argc, char **argv)
 					append(&sn->dropped, &sn->dlen, &sn->dcap, sn->sent);
 				else {
 					append(&sn->holds, &sn->hlen, &sn->hcap, hold);
-					ld_heap_push(&h, (struct ld_held){k * gap + hold, k, (uint32_t)k});
+					ld_heap_push(&h, (struct ld_held){k * gap + hold, k, (uint32_t)k, 0});
 				}
 				sn->sent++;
 				k++;
@@ -379,13 +381,15 @@ int main(int argc, char **argv)
 		return cmd_serialise(argc - 2, argv + 2);
 	if (!strcmp(cmd, "wire") && argc == 3)
 		return cmd_wire(argv[2]);
+	if (!strcmp(cmd, "late") && argc >= 3)
+		return cmd_late(argc - 2, argv + 2);
 	if (!strcmp(cmd, "overshoot") && argc == 5)
 		return cmd_overshoot(argv + 2);
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
 		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
 		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]... | learn CAP_US OVERSHOOT_NS... | "
 		"block PERIOD_NS NOW:NVCSW:CPU... | rttime BUDGET_MS SPIN_MS REGULAR | "
-		"serialise FILE IP:READY:LEN:HDR... | wire HEX | "
+		"serialise FILE IP:READY:LEN:HDR... | wire HEX | late NS... | "
 		"overshoot COUNT SLEEP_NS PRIORITY\n");
 	return 2;
 }

@@ -14,5 +14,6 @@ uint64_t number(const char *text);
 
 int cmd_serialise(int argc, char **argv);   /* FILE IP:READY_NS:IP_LEN:HDR_LEN... */
 int cmd_wire(const char *hex);              /* HEX */
+int cmd_late(int argc, char **argv);        /* LATE_NS... */
 
 #endif

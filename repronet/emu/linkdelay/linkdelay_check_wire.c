@@ -2,7 +2,7 @@
  * linkdelay_check's serialisation commands (see the usage in linkdelay_check.c): they drive
  * linkdelay_wire.c with packets given on the command line, so tests/test_linkdelay_unit.py
  * can compare the link clocks with closed-form times and the length reader with packets
- * scapy builds.
+ * scapy builds; and the lateness histogram (late) the daemon's stats print.
  */
 #define _GNU_SOURCE
 #include "linkdelay_check.h"
@@ -59,5 +59,26 @@ int cmd_wire(const char *hex)
 		printf("{\"ip_len\": null}\n");
 	else
 		printf("{\"ip_len\": %u, \"hdr_len\": %u}\n", ip_len, hdr_len);
+	return 0;
+}
+
+int cmd_late(int argc, char **argv)
+{
+	uint64_t hist[LD_LATE_BUCKETS] = {0};
+	static const double qs[] = {0.5, 0.9, 0.99};
+	for (int i = 0; i < argc; i++)
+		hist[ld_late_bucket(number(argv[i]))]++;
+	printf("{\"hist\": [");
+	for (unsigned k = 0; k < LD_LATE_BUCKETS; k++)
+		printf("%s%llu", k ? ", " : "", (unsigned long long)hist[k]);
+	printf("], \"bounds_us\": [");
+	for (unsigned i = 0; i < 3; i++) {
+		uint64_t b = ld_late_bound_us(hist, qs[i]);
+		if (b == UINT64_MAX)
+			printf("%snull", i ? ", " : "");
+		else
+			printf("%s%llu", i ? ", " : "", (unsigned long long)b);
+	}
+	printf("]}\n");
 	return 0;
 }

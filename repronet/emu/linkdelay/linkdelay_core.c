@@ -168,3 +168,32 @@ int ld_wait(struct pollfd *pfd, nfds_t n, const uint64_t *timeout_ns, const sigs
 	}
 	return ppoll(pfd, n, tp, wait_mask);
 }
+
+unsigned ld_late_bucket(uint64_t late_ns)
+{
+	uint64_t us = late_ns / 1000ull;
+	unsigned k = 0;
+	while (us && k < LD_LATE_BUCKETS - 1) {
+		us >>= 1;
+		k++;
+	}
+	return k;
+}
+
+uint64_t ld_late_bound_us(const uint64_t *hist, double q)
+{
+	uint64_t total = 0, seen = 0, rank;
+	for (unsigned k = 0; k < LD_LATE_BUCKETS; k++)
+		total += hist[k];
+	if (!total)
+		return 0;
+	rank = (uint64_t)(q * (double)total + 0.5);
+	if (rank < 1)
+		rank = 1;
+	for (unsigned k = 0; k < LD_LATE_BUCKETS - 1; k++) {
+		seen += hist[k];
+		if (seen >= rank)
+			return 1ull << k;
+	}
+	return UINT64_MAX;
+}

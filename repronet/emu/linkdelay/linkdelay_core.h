@@ -52,6 +52,7 @@ struct ld_held {
 	uint64_t deadline_ns;
 	uint64_t arrival;               /* tie-breaker: equal deadlines leave in arrival order */
 	uint32_t id;
+	uint32_t read_late_ns;          /* how far past its deadline the daemon read it (capped) */
 };
 
 struct ld_heap {
@@ -85,6 +86,18 @@ int ld_decide(struct ld_source *s, uint64_t *hold_ns);
 int ld_wire_lengths(const unsigned char *ip, int caplen, uint32_t *ip_len, uint32_t *hdr_len);
 uint64_t ld_serialise(struct ld_table *t, const struct ld_source *s, uint64_t ready_ns,
 		      uint32_t ip_len, uint32_t hdr_len);
+
+/*
+ * Lateness histogram: bucket 0 holds releases less than 1 us late, bucket k (1..) those
+ * [2^(k-1), 2^k) us late, the last bucket everything from 2^(LD_LATE_BUCKETS-2) us on. A mean
+ * alone cannot tell a few stalls of milliseconds from every packet a little late; the
+ * histogram can. ld_late_bound_us: the upper edge (us) of the bucket in which the q quantile
+ * (0..1) of the counted releases falls, so the quantile is at most that; 0 with no releases,
+ * UINT64_MAX when it falls in the open last bucket.
+ */
+#define LD_LATE_BUCKETS 16
+unsigned ld_late_bucket(uint64_t late_ns);
+uint64_t ld_late_bound_us(const uint64_t *hist, double q);
 
 int ld_heap_push(struct ld_heap *h, struct ld_held item);   /* -1 when out of memory */
 struct ld_held ld_heap_pop(struct ld_heap *h);               /* h->len must be > 0 */

@@ -17,6 +17,7 @@ extern uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
 extern uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
 extern uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
 extern uint64_t serialised, serial_ns_sum, serial_ns_max;
+extern uint64_t late_read_ns_sum, late_chain_ns_sum, late_wake_ns_sum, late_hist[LD_LATE_BUCKETS];
 extern unsigned rt_priority, rt_budget_ms;
 extern struct ld_spin spin;
 extern struct ld_block block;

@@ -30,8 +30,16 @@ void print_schedule(void)
 	       spin.overshoot_max_ns / 1000.0);
 }
 
+/* Mean over the released packets, in us. */
+static double per_release(uint64_t ns_sum)
+{
+	return released ? ns_sum / 1000.0 / released : 0.0;
+}
+
 void print_stats(const char *event)
 {
+	static const double qs[] = {0.5, 0.9, 0.99, 0.999};
+	static const char *const qnames[] = {"p50", "p90", "p99", "p999"};
 	int first = 1;
 	printf("{\"event\": \"%s\", \"arrivals\": %llu, \"accepted\": %llu, \"dropped\": %llu, "
 	       "\"unknown\": %llu, \"held_now\": %zu, \"held_max\": %zu, \"released\": %llu, "
@@ -49,6 +57,21 @@ void print_stats(const char *event)
 	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
 	       (unsigned long long)seed);
 	print_schedule();
+	printf(", \"late_read_us_mean\": %.3f, \"late_chain_us_mean\": %.3f, "
+	       "\"late_wake_us_mean\": %.3f, \"late_us_bounds\": {", per_release(late_read_ns_sum),
+	       per_release(late_chain_ns_sum), per_release(late_wake_ns_sum));
+	for (unsigned i = 0; i < sizeof(qs) / sizeof(qs[0]); i++) {
+		uint64_t b = ld_late_bound_us(late_hist, qs[i]);
+		printf("%s\"%s\": ", i ? ", " : "", qnames[i]);
+		if (b == UINT64_MAX)
+			printf("null");
+		else
+			printf("%llu", (unsigned long long)b);
+	}
+	printf("}, \"late_hist_log2_us\": [");
+	for (unsigned k = 0; k < LD_LATE_BUCKETS; k++)
+		printf("%s%llu", k ? ", " : "", (unsigned long long)late_hist[k]);
+	printf("]");
 	printf(", \"spin_ms\": %.3f, \"spin_windows_exhausted\": %llu, \"serialised\": %llu, "
 	       "\"serial_us_mean\": %.3f, \"serial_us_max\": %.3f, \"links\": [",
 	       spin.total_ns / 1e6, (unsigned long long)spin.windows_exhausted,
