@@ -16,7 +16,8 @@ cores, like the dht8 seed scale's clients and servers). ``d = 0`` runs no daemon
 is the floor: the request-response time of the probe, the kernel and the bridge alone.
 
 Printed (never asserted; the machine is shared): per (load, d) the median and mean RTT, the
-floor + configured RTT, the excess, the daemons' mean and worst lateness, the wait to be read
+floor + configured RTT, the excess, the daemons' mean lateness, the bounds under which half
+and 99 % of releases fell (their log2 histograms) and the worst, the wait to be read
 (``queued``), the verdict's time (``verdict``: it carries the packet through the rest of the
 stack), the stamped share, the daemons' CPU seconds, the largest learned spin window
 (``spin``, us) and the overshoot quantile it came from (``wake_q``); then issue 15's targets. ``uptime`` is printed before and
@@ -46,6 +47,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from repronet.emu.linkemu_holds import late_bound_us  # noqa: E402
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
 from benchmarks.lan_latency_report import (TCP_MBIT, print_flood, print_rows,  # noqa: E402
@@ -112,11 +114,13 @@ def lateness(stats):
     """Over the daemons' counters: mean lateness weighted by released packets, the worst, the
     mean time packets waited to be read, the share of packets with a kernel stamp, CPU s; the
     largest learned spin window and wake-up overshoot quantile, and how many daemons left
-    SCHED_FIFO."""
+    SCHED_FIFO; bounds of the median and 99th percentile lateness from their histograms."""
     total = weighted = worst = queued = stamped = unstamped = cpu = verdict = 0.0
-    spin, wake, demoted, forced = [], [], 0, 0
+    spin, wake, demoted, forced, hist = [], [], 0, 0, None
     for record in stats.values():
         counters = record.get('counters') or {}
+        if counters.get('late_hist_log2_us'):
+            hist = [a + b for a, b in zip(hist or [0] * 16, counters['late_hist_log2_us'])]
         held = counters.get('accepted', 0) - counters.get('unknown', 0)
         total += held
         weighted += counters.get('late_us_mean', 0.0) * held
@@ -137,6 +141,7 @@ def lateness(stats):
             'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
             'rt_demoted': demoted, 'forced_sleeps': forced, 'late_us_mean': weighted / total if total else None,
             'late_us_max': worst if stats else None,
+            'late_us_p50': late_bound_us(hist, 0.5), 'late_us_p99': late_bound_us(hist, 0.99),
             'queued_us_mean': queued / stamped if stamped else None,
             'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
             'daemon_cpu_s': cpu}

@@ -58,19 +58,20 @@ def _fmt(value, spec='%.1f'):
 def print_rows(rows):
     """One line per (load, delay): measured against floor + configured RTT."""
     floors = {r['load']: r['median_us'] for r in rows if r['delay_ms'] == 0}
-    print('%-5s %8s %9s %9s %9s %11s %7s %9s %9s %9s %7s %7s %7s %6s %6s' % (
+    print('%-5s %8s %9s %9s %9s %11s %7s %9s %8s %8s %9s %9s %7s %7s %7s %6s %6s' % (
         'load', 'ms/link', 'cfg_rtt', 'median', 'mean', 'floor+cfg', 'excess',
-        'late_mean', 'late_max', 'queued', 'verdict', 'stamped', 'cpu_s', 'spin', 'wake_q'))
+        'late_mean', 'late_p50', 'late_p99', 'late_max', 'queued', 'verdict', 'stamped', 'cpu_s', 'spin', 'wake_q'))
     for r in rows:
         configured = 4000.0 * r['delay_ms']
         floor = floors.get(r['load'])
         expected = floor + configured if floor is not None else None
         r['expected_us'] = expected
         r['excess'] = (r['median_us'] / expected - 1) if expected and r['median_us'] else None
-        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %9s %9s %7s %7s %7.2f %6s %6s%s' % (
+        print('%-5s %8g %9.0f %9s %9s %11s %7s %9s %8s %8s %9s %9s %7s %7s %7.2f %6s %6s%s' % (
             r['load'], r['delay_ms'], configured, _fmt(r['median_us']), _fmt(r['mean_us']),
             _fmt(expected), _fmt(r['excess'] and 100 * r['excess'], '%+.1f%%'),
-            _fmt(r['late_us_mean'], '%.2f'), _fmt(r['late_us_max']),
+            _fmt(r['late_us_mean'], '%.2f'), _fmt(r.get('late_us_p50'), '<%d'),
+            _fmt(r.get('late_us_p99'), '<%d'), _fmt(r['late_us_max']),
             _fmt(r['queued_us_mean'], '%.2f'), _fmt(r['verdict_us'], '%.1f'),
             _fmt(r['stamped_share'], '%.2f'),
             r['daemon_cpu_s'], _fmt(r['spin_us'], '%.0f'), _fmt(r['wake_us_q'], '%.0f'),
