@@ -188,26 +188,6 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 	return 0;
 }
 
-static void usage(const char *why, const char *arg)
-{
-	fprintf(stderr, "linkdelay: %s%s; usage: linkdelay --config FILE [--queue N] [--seed N] "
-		"[--host-id N] [--gso] [--control-stdin] [--rt-priority 0..98] [--rt-budget-ms 1..%u] "
-		"[--spin-us 0..%u] [--spin-permille 0..1000]\n", why, arg, LD_MAX_RT_BUDGET_MS,
-		LD_MAX_SPIN_US);
-	exit(2);
-}
-
-static uint64_t number(const char *flag, const char *text, uint64_t max)
-{
-	uint64_t v;
-	if (ld_parse_u64(text, max, &v) < 0) {
-		fprintf(stderr, "linkdelay: %s '%s' is not a whole number in 0..%llu\n", flag, text,
-			(unsigned long long)max);
-		exit(2);
-	}
-	return v;
-}
-
 /*
  * Accept every held packet whose deadline has passed. Each one's lateness is counted at its
  * own verdict (a verdict runs the packet through the rest of the stack, which takes a few
@@ -261,20 +241,20 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--config") && more)
 			config = argv[++i];
 		else if (!strcmp(argv[i], "--queue") && more)
-			queue = (unsigned)number("--queue", argv[++i], 65535);
+			queue = (unsigned)flag_number("--queue", argv[++i], 65535);
 		else if (!strcmp(argv[i], "--seed") && more)
-			seed = number("--seed", argv[++i], UINT64_MAX);
+			seed = flag_number("--seed", argv[++i], UINT64_MAX);
 		else if (!strcmp(argv[i], "--host-id") && more)
-			host_id = number("--host-id", argv[++i], UINT64_MAX);
+			host_id = flag_number("--host-id", argv[++i], UINT64_MAX);
 		else if (!strcmp(argv[i], "--rt-priority") && more)
-			rt_priority = (unsigned)number("--rt-priority", argv[++i], 98);
+			rt_priority = (unsigned)flag_number("--rt-priority", argv[++i], 98);
 		else if (!strcmp(argv[i], "--rt-budget-ms") && more)
-			rt_budget_ms = (unsigned)number("--rt-budget-ms", argv[++i],
+			rt_budget_ms = (unsigned)flag_number("--rt-budget-ms", argv[++i],
 							 LD_MAX_RT_BUDGET_MS);
 		else if (!strcmp(argv[i], "--spin-us") && more)
-			spin_us = number("--spin-us", argv[++i], LD_MAX_SPIN_US);
+			spin_us = flag_number("--spin-us", argv[++i], LD_MAX_SPIN_US);
 		else if (!strcmp(argv[i], "--spin-permille") && more)
-			spin_permille = number("--spin-permille", argv[++i], 1000);
+			spin_permille = flag_number("--spin-permille", argv[++i], 1000);
 		else if (!strcmp(argv[i], "--gso"))
 			gso = 1;
 		else if (!strcmp(argv[i], "--control-stdin"))

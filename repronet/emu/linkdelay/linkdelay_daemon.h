@@ -26,5 +26,7 @@ extern uint64_t start_ns;
 void print_schedule(void);                  /* the scheduling fields of ready and stats lines */
 void print_stats(const char *event);        /* one {"event": event, ...} line, flushed */
 void control(char *buf, size_t *len);       /* act on the complete lines in buf, keep the rest */
+void usage(const char *why, const char *arg);                   /* one line, exit 2 */
+uint64_t flag_number(const char *flag, const char *text, uint64_t max); /* or exit 2 */
 
 #endif

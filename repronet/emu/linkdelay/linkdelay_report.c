@@ -1,13 +1,14 @@
 /*
  * linkdelay's reports and control lines (see the file comment of linkdelay.c): the ready and
- * stats JSON lines it prints on stdout, and the "seed N" lines it reads from the runner's
- * pipe. Kept apart from the packet path so each file stays short; the state is the daemon's
+ * stats JSON lines it prints on stdout, the "seed N" lines it reads from the runner's pipe,
+ * and its one-line argument errors. Kept apart from the packet path so each file stays short; the state is the daemon's
  * (linkdelay_daemon.h).
  */
 #define _GNU_SOURCE
 #include "linkdelay_daemon.h"
 
 #include <arpa/inet.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The scheduling fields of the ready and stats lines (no braces, no trailing comma). */
@@ -95,6 +96,27 @@ void print_stats(const char *event)
 	}
 	printf("]}\n");
 	fflush(stdout);
+}
+
+/* The one-line usage error (exit 2) and a flag's whole-number value (or that error). */
+void usage(const char *why, const char *arg)
+{
+	fprintf(stderr, "linkdelay: %s%s; usage: linkdelay --config FILE [--queue N] [--seed N] "
+		"[--host-id N] [--gso] [--control-stdin] [--rt-priority 0..98] [--rt-budget-ms 1..%u] "
+		"[--spin-us 0..%u] [--spin-permille 0..1000]\n", why, arg, LD_MAX_RT_BUDGET_MS,
+		LD_MAX_SPIN_US);
+	exit(2);
+}
+
+uint64_t flag_number(const char *flag, const char *text, uint64_t max)
+{
+	uint64_t v;
+	if (ld_parse_u64(text, max, &v) < 0) {
+		fprintf(stderr, "linkdelay: %s '%s' is not a whole number in 0..%llu\n", flag, text,
+			(unsigned long long)max);
+		exit(2);
+	}
+	return v;
 }
 
 /* Act on the complete lines in buf[0..*len); keep an unfinished one. */
