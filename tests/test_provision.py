@@ -77,3 +77,18 @@ def test_installs_the_repronet_command(tmp_path):
     assert 'compare RUN_A RUN_B' in shown.stdout
     listed = subprocess.run([BIN, 'list'], capture_output=True, text=True, cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith('dht8 '), listed.stderr
+
+
+def test_the_vm_test_that_test_runs_in_the_background_is_a_root_test():
+    """--test runs the VM test beside the tests without root, then `-m root` without it: a
+    renamed or unmarked VM test would run twice or beside the other root tests."""
+    import importlib
+    import re
+    text = open(SCRIPT).read()
+    node = re.search(r'^\s*vm_test=(\S+)$', text, re.M).group(1)
+    path, name = node.split('::')
+    assert os.path.isfile(os.path.join(REPO, path))
+    module = importlib.import_module(path[:-len('.py')].replace('/', '.'))
+    marks = [m.name for m in getattr(getattr(module, name), 'pytestmark', [])]
+    assert 'root' in marks
+    assert "-m 'not root'" in text and '-m root --deselect "$vm_test"' in text

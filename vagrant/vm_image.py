@@ -5,8 +5,8 @@ Why this shape (measured on the development machine, see ENVIRONMENT.md): its ke
 system from ``mmdebstrap`` plus ``mke2fs -d`` needs neither a box download nor a loop mount.
 
 - The package list is provision.sh's ``PACKAGES`` (read from that file, so there is one list),
-  minus what only the machine that runs the VM needs (``HOST_ONLY``), plus the kernel and what
-  the VM itself needs (``VM_EXTRA``). So provision.sh inside the VM finds everything installed
+  minus what only the machine that runs the VM needs (its ``VM_HOST_ONLY``), plus the kernel
+  and what the VM itself needs (``VM_EXTRA``). So provision.sh inside the VM finds everything installed
   and never needs the network.
 - The image is cached outside the checkout under a key that hashes that list, the suite, the
   apt sources, the init script and ``BUILDER_VERSION`` (bump it when the build changes); it
@@ -30,7 +30,6 @@ BUILDER_VERSION = 3
 SUITE = 'bookworm'
 CACHE = os.environ.get('REPRONET_VM_CACHE', '/var/cache/repronet/vm')
 PROVISION = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'provision.sh')
-HOST_ONLY = ('qemu-system-x86', 'qemu-utils', 'mmdebstrap')
 VM_EXTRA = ('linux-image-amd64', 'initramfs-tools', 'e2fsprogs', 'iproute2', 'kmod', 'mount',
             # only for the Vagrant box (vagrant/vm_box.py), which boots systemd, not INIT:
             'systemd-sysv', 'openssh-server', 'sudo', 'rsync')
@@ -93,15 +92,18 @@ class ImageError(RuntimeError):
 
 
 def packages(provision=PROVISION):
-    """The VM's package list: provision.sh's PACKAGES minus HOST_ONLY plus VM_EXTRA, sorted."""
+    """The VM's package list: provision.sh's PACKAGES minus its VM_HOST_ONLY plus VM_EXTRA,
+    sorted."""
     with open(provision) as handle:
         text = handle.read()
     match = re.search(r'^PACKAGES=\((.*?)^\)', text, re.S | re.M)
-    if not match:
-        raise ImageError('%s has no PACKAGES=( ... ) list' % provision)
+    host_only = re.search(r'^VM_HOST_ONLY="([^"]*)"', text, re.M)
+    if not match or not host_only:
+        raise ImageError('%s has no PACKAGES=( ... ) list or no VM_HOST_ONLY="..." line'
+                         % provision)
     listed = [w for line in match.group(1).splitlines()
               for w in line.split('#', 1)[0].split()]
-    return sorted((set(listed) - set(HOST_ONLY)) | set(VM_EXTRA))
+    return sorted((set(listed) - set(host_only.group(1).split())) | set(VM_EXTRA))
 
 
 def sources_file():
