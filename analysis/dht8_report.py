@@ -84,7 +84,7 @@ def report(manifest, data):
                 str(p) for p in bad['point']))
         if len(hot):
             lines.append('- **the CPU was the bottleneck** (more than %s of its samples over '
-                         '%s busy) in %d of %d points: %s. Their times measure the run\'s '
+                         '%s busy, or its timed part\'s reading over it) in %d of %d points: %s. Their times measure the run\'s '
                          'machine (%s) running every server, peer, client and the switch, '
                          'not the emulated LAN.' % (_pct(over), _pct(busy), len(hot), len(pts),
                                             _hot_list(hot), machine.describe(manifest)))
