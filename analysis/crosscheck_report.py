@@ -25,7 +25,7 @@ _TIME = (('emu_time_per_op_ms', 'emu ms/op'), ('emu_time_per_op_ms_sd', 'sd'),
          ('emu_spread_pct', 'emu spread %'),
          ('within_target', 'within 15 %'), ('beyond_emu_spread', 'beyond emu spread'),
          ('emu_cpu_bound_repeats', 'emu CPU-bound reps'),
-         ('emu_cpu_verdicts', 'emu CPU verdicts'))
+         ('emu_cpu_verdicts', 'emu CPU verdicts'), ('emu_cpu_busy', 'emu CPU busy'))
 _KEY = (('part', 'part'), ('variant', 'variant'), ('servers', 'servers'),
         ('concurrent_clients', 'clients'), ('fileset', 'file set'))
 
@@ -131,7 +131,10 @@ def _dht8(data):
     outside = table[table['within_target'] != True] if len(table) else table  # noqa: E712
     lines = ['## Target', '', summary(data) + '.', '',
              'Target (issue 13): at the uncongested points (no emulated repetition '
-             'CPU-bound), simulated time per operation within %g %% of emulated, '
+             'CPU-bound: judged by the emulated run\'s CPU samples inside a point\'s timed '
+             'part or, when the part is shorter than a sample, by the runner\'s reading of '
+             'the CPU nanoseconds at its start and end, with the same bar; "emu CPU busy" is '
+             'the mean busy share), simulated time per operation within %g %% of emulated, '
              '|sim/emu - 1| <= %g. The emulation\'s spread is the range of its '
              'repetitions ("emu spread %%": max - min over the mean, beside the ratio); '
              '"beyond emu spread" says whether the simulated mean lies outside '

@@ -9,7 +9,10 @@ that ``points.csv`` does not carry, so neither is. Per configuration: the emulat
 operation as a mean over repetitions with its spread (sd, min, max), the simulated mean, the
 ratio sim / emu and the target of issue 13 (|ratio - 1| <= 0.15), whether any emulated
 repetition was CPU-bound (such rows are a section of their own: there the emulation measured
-the machine, not the network), the p50 latencies, failed operations and missing clients of
+the machine, not the network; a point's verdict is the emulated run's own ``cpu_bound``,
+made from the CPU samples inside its timed part or, for a part shorter than a sample, the
+runner's precise reading of it: ``analysis.stats.point_cpu``) with the mean busy share, the
+p50 latencies, failed operations and missing clients of
 both, and, for a row outside the target, the mechanical reasons this module can see.
 
 fidelity (``rtt.csv``, ``loss.csv``, ``goodput.csv``): one row per measure and configured
@@ -35,7 +38,7 @@ DHT8_COLUMNS = (('section',) + DHT8_KEY + (
     'emu_repeats', 'emu_time_per_op_ms', 'emu_time_per_op_ms_sd', 'emu_time_per_op_ms_min',
     'emu_time_per_op_ms_max', 'sim_repeats', 'sim_time_per_op_ms', 'sim_over_emu',
     'emu_spread_pct', 'within_target', 'beyond_emu_spread', 'emu_cpu_bound_repeats',
-    'emu_cpu_verdicts', 'emu_lat_p50_ms', 'sim_lat_p50_ms', 'lat_p50_sim_over_emu',
+    'emu_cpu_verdicts', 'emu_cpu_busy', 'emu_lat_p50_ms', 'sim_lat_p50_ms', 'lat_p50_sim_over_emu',
     'emu_failed', 'sim_failed',    'emu_missing_clients', 'sim_missing_clients', 'why'))
 NOT_SIMULATED = 'not measured (simulation)'
 # measure, table, key columns, configured column, measured column, kinds (None: all)
@@ -137,7 +140,7 @@ def _side(rows):
     return {'repeats': len(rows), 'time': mean, 'sd': sd, 'min': low, 'max': high, 'n': n,
             'p50': stats(rows, 'lat_p50_ms')[0], 'failed': _total(rows, 'failed'),
             'missing': _total(rows, 'missing_clients'), 'ops': ops, 'bound': bound,
-            'verdicts': verdicts}
+            'verdicts': verdicts, 'busy': stats(rows, 'cpu_busy')[0]}
 
 
 def model_reasons(key, r, costs):
@@ -249,7 +252,8 @@ def dht8_table(emu_points, sim_points, costs=None):
             'emu_spread_pct': spread_pct(e['min'], e['max'], e['time'], e['n']),
             'within_target': met,
             'beyond_emu_spread': spread, 'emu_cpu_bound_repeats': e['bound'],
-            'emu_cpu_verdicts': e['verdicts'], 'emu_lat_p50_ms': e['p50'],
+            'emu_cpu_verdicts': e['verdicts'], 'emu_cpu_busy': e['busy'],
+            'emu_lat_p50_ms': e['p50'],
             'sim_lat_p50_ms': s['p50'], 'lat_p50_sim_over_emu': p50,
             'emu_failed': e['failed'], 'sim_failed': s['failed'],
             'emu_missing_clients': e['missing'], 'sim_missing_clients': s['missing'],
@@ -280,7 +284,7 @@ def dht8_summary(table):
     unjudged = int((free['emu_cpu_verdicts'] == 0).sum())
     if unjudged:
         text += '; %d of the uncongested without a CPU verdict (timed part shorter than a ' \
-            'CPU sample)' % unjudged
+            'CPU sample, and no precise reading of it)' % unjudged
     return text + '; %d CPU-bound configuration(s) set apart' % len(bound)
 
 

@@ -3,7 +3,8 @@
 Reads ``manifest.json`` and ``logs/`` of a run (``topologies/dht8.py`` says what produced
 them: ``points.jsonl`` names every point, ``<tag>-client-<peer>.jsonl`` holds each client's
 ``op`` records and ``summary``, ``<tag>-capture-<server>.jsonl`` each wire capture,
-``cpu.jsonl`` the machine's CPU samples, ``linkdelay-<host>.jsonl`` each delay daemon's
+``cpu.jsonl`` the machine's CPU samples (``points.jsonl``'s ``cpu`` a precise reading
+of each point's timed part), ``linkdelay-<host>.jsonl`` each delay daemon's
 counters) and writes:
 
 - ``tables/clients.csv``: one row per client per point (the raw material of all others);
@@ -11,7 +12,9 @@ counters) and writes:
   clients, total time = mean of the clients' timed parts, time per operation = a client's
   timed part / its successful operations, as the seed divides 1.85 s by 10K, averaged over
   clients), bytes/s, latency percentiles of all the point's operations pooled, and the CPU
-  during the point (busy fraction, share of samples over the bar, CPU-bound or not);
+  during the point (busy fraction, share of samples over the bar, CPU-bound or not; by the
+  samples inside the timed part or, when it is shorter than a sample, by the runner's
+  precise reading of it, ``cpu_verdict``);
 - ``tables/part1.csv``, ``part2.csv``, ``part3.csv``: those rows averaged over
   ``--repeat`` with their spread (sd, min, max) and the seed's numbers beside them;
 - ``tables/ping.csv``, ``capture.csv`` (REGISTER messages per peer seen on the wire against
@@ -53,13 +56,14 @@ def tables(run_dir):
     bar = dht8_logs.cpu_bar(manifest)
     hosts = {str(k): v for k, v in inputs.as_dict(manifest.get('hosts')).items()}
     clients, rows, failover, capture = [], [], [], []
-    for point, result in points:
+    for point, result, span in points:
         failing = point['part'] == 'failover'
         mine, latencies, ops, summaries = dht8_logs.read_clients(found, point, failing)
         clients += mine
-        figures = dht8_logs.cpu_window(samples, interval, result.get('released'),
-                                       result.get('finished'), bar)
-        rows.append(dht8_logs.point_row(point, result, mine, latencies, figures))
+        figures = dht8_logs.point_cpu(samples, interval, result.get('released'),
+                                      result.get('finished'), span, bar)
+        rows.append(dht8_logs.point_row(point, result, mine, latencies, figures,
+                                        span.get('busy')))
         if failing:
             row = dht8_logs.failover_row(found, point, result, ops, summaries)
             failover += [row] if row else []

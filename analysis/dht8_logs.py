@@ -9,7 +9,10 @@ point's row says, and why:
 - latency percentiles pool the ``op`` records of every client of the point (the latency
   of a point's operations, not a median of per-client medians), successful ones only;
 - the CPU figures take the samples wholly inside the timed part, and a point is
-  ``cpu_bound`` by the runner's own rule (:func:`cpu_bar`, ``repronet.run.cpu``);
+  ``cpu_bound`` by the runner's own rule (:func:`cpu_bar`, ``repronet.run.cpu``); a timed
+  part shorter than a sample is judged by the runner's precise reading of it, with the
+  same bar (``cpu_verdict`` says which: ``samples`` or ``timed part``;
+  ``cpu_timed_busy`` is that reading, beside the samples' figure);
 - a client without a usable summary, or whose summary counts no operation, is a
   missing input (``analysis.inputs.Inputs``), named in the report.
 
@@ -21,7 +24,7 @@ for history) and how long the clients took to route around it.
 import math
 
 from analysis.inputs import as_dict, is_number, number
-from analysis.stats import cpu_bar, cpu_window, percentile, read_cpu  # noqa: F401
+from analysis.stats import cpu_bar, percentile, point_cpu, read_cpu  # noqa: F401
 
 SUMMARY_FIELDS = ('count', 'ok', 'failed', 'elapsed', 'bytes')
 POINT_FIELDS = {'point': int, 'repetition': int, 'part': str, 'op': str, 'servers': int,
@@ -47,7 +50,8 @@ def variant(point):
 
 
 def read_points(inputs):
-    """Return the (point, result) pairs of logs/points.jsonl that describe a point."""
+    """Return the (point, result, cpu) of logs/points.jsonl's records that describe a
+    point; cpu is the runner's precise reading of its timed parts ({} without one)."""
     pairs, bad = [], 0
     for r in inputs.read('points.jsonl', event='point'):
         point = r.get('point')
@@ -55,7 +59,7 @@ def read_points(inputs):
                 type(point.get(k)) is t for k, t in POINT_FIELDS.items()):
             bad += 1
             continue
-        pairs.append((point, as_dict(r.get('result'))))
+        pairs.append((point, as_dict(r.get('result')), as_dict(r.get('cpu'))))
     if bad:
         inputs.missing('%d point record(s) of logs/points.jsonl name no point' % bad,
                        count=bad)
@@ -126,14 +130,15 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
-def point_row(point, result, clients, latencies, cpu_figures):
-    """Return a point's row: the seed's columns, pooled latency and CPU."""
+def point_row(point, result, clients, latencies, cpu_figures, timed_busy=None):
+    """Return a point's row: the seed's columns, pooled latency and CPU (point_cpu()'s
+    figures; timed_busy: the runner's precise busy share over the timed part)."""
     cs = [c for c in clients if c['summary']]
     counts = [c['count'] for c in cs]
     elapsed = [c['elapsed_s'] for c in cs]
     total_bytes = sum(c['bytes'] for c in cs)
     rates = [c['bytes_per_s'] for c in cs if c['bytes_per_s'] is not None]
-    busy, over, bound = cpu_figures
+    busy, over, bound, verdict = cpu_figures
     return {
         'point': point['point'], 'repetition': point['repetition'],
         'part': point['part'], 'op': point['op'], 'variant': variant(point),
@@ -153,7 +158,8 @@ def point_row(point, result, clients, latencies, cpu_figures):
         'ok': sum(c['ok'] for c in cs), 'failed': sum(c['failed'] for c in cs),
         'missing_clients': len(clients) - len(cs),
         'downloads': result.get('downloads', ''),
-        'cpu_busy': busy, 'cpu_over_fraction': over, 'cpu_bound': bound}
+        'cpu_busy': busy, 'cpu_over_fraction': over, 'cpu_bound': bound,
+        'cpu_verdict': verdict, 'cpu_timed_busy': timed_busy}
 
 
 def failover_row(inputs, point, result, ops, summaries):

@@ -36,6 +36,19 @@ def target_notes(r):
     return notes
 
 
+def _verdicts(pts, busy):
+    """The line saying how the points' CPU verdicts were made ([] in a simulated run)."""
+    made = pts['cpu_verdict'].value_counts() if 'cpu_verdict' in pts.columns else {}
+    samples, timed = int(made.get('samples', 0)), int(made.get('timed part', 0))
+    if not samples and not timed:
+        return []
+    return ['- CPU verdict per point: %d by the samples wholly inside its timed part, %d '
+            '(timed part shorter than a sample) by the runner\'s own reading of the timed '
+            'part: nanoseconds of CPU every task ran (root cpuacct cgroup) at its start and '
+            'end, over the bar when the machine was more than %s busy between them; %d '
+            'without a verdict' % (samples, timed, _pct(busy), len(pts) - samples - timed)]
+
+
 def report(manifest, data):
     """Return report.md text."""
     params = manifest['params']
@@ -65,13 +78,13 @@ def report(manifest, data):
         hot = pts[pts['cpu_bound'].map(lambda v: str(v) == 'True')]
         bad = pts[(pts['failed'] > 0) | (pts['missing_clients'] > 0)]
         lines += ['- operations: %d ok, %d failed, over %d points' % (
-            pts['ok'].sum(), pts['failed'].sum(), len(pts))]
+            pts['ok'].sum(), pts['failed'].sum(), len(pts))] + _verdicts(pts, busy)
         if len(bad):
             lines.append('- points with failures or missing clients: %s' % ', '.join(
                 str(p) for p in bad['point']))
         if len(hot):
             lines.append('- **the CPU was the bottleneck** (more than %s of its samples over '
-                         '%s busy) in %d of %d points: %s. Their times measure the run\'s '
+                         '%s busy, or its timed part\'s reading over it) in %d of %d points: %s. Their times measure the run\'s '
                          'machine (%s) running every server, peer, client and the switch, '
                          'not the emulated LAN.' % (_pct(over), _pct(busy), len(hot), len(pts),
                                             _hot_list(hot), machine.describe(manifest)))

@@ -3,7 +3,9 @@
 The runner samples the machine's CPU (``logs/cpu.jsonl``, ``repronet.run.cpu``) and judges a
 whole run; an analysis judges each point by the same rule over that point's timed part
 (:func:`cpu_window`), so a table can mark the points whose figures the CPU, not the system
-under test, limited.
+under test, limited. A timed part shorter than a sample holds none; the runner also reads
+the CPU precisely at each timed part's start and end (``points.jsonl``'s ``cpu``), and
+:func:`point_cpu` judges such a point by that reading, with the same bar.
 """
 
 import math
@@ -55,3 +57,28 @@ def cpu_window(samples, interval, start, end, bar):
         return None, None, None
     over = sum(b > bar[0] for b in inside) / len(inside)
     return sum(inside) / len(inside), over, bool(over > bar[1])
+
+
+def span_figures(span, bar):
+    """Return (mean busy, fraction over the bar, CPU-bound) of the runner's precise reading
+    of a point's timed parts (``points.jsonl``'s ``cpu``, ``repronet.run.cpu_span``).
+
+    One reading covers the whole timed part, so it is one sample by the sampler's rule:
+    over the bar (busy > bar[0]) or not, and bound when that share (1 or 0) exceeds
+    bar[1]. Nones without a reading (a simulated run, an older folder)."""
+    busy = as_dict(span).get('busy')
+    if not is_number(busy):
+        return None, None, None
+    over = 1.0 if busy > bar[0] else 0.0
+    return busy, over, bool(over > bar[1])
+
+
+def point_cpu(samples, interval, start, end, span, bar):
+    """Return (busy, over, bound, verdict) of a point: by the samples wholly inside its
+    timed part (verdict 'samples') and, when there are none, by the runner's precise
+    reading of that part (verdict 'timed part'); verdict None when neither judged it."""
+    figures = cpu_window(samples, interval, start, end, bar)
+    if figures[2] is not None:
+        return figures + ('samples',)
+    figures = span_figures(span, bar)
+    return figures + ('timed part' if figures[2] is not None else None,)

@@ -406,3 +406,44 @@ def test_the_delay_daemons_lateness_is_read_from_their_last_stats_and_reported(r
     assert crosscheck.link_lateness_us(runs[0]) == pytest.approx(2.0)
     report = (built[1] / 'report.md').read_text()
     assert 'the delay daemons released held packets 2 us late on average' in report
+
+
+def _with_span(run, busy):
+    """Give the emulated search points (no sample inside their 10 ms timed parts) the
+    runner's precise reading of those parts: busy[repetition]; the register points (judged
+    by their samples in repetition 0) a reading of 0.1."""
+    records = [json.loads(line) for line in
+               (run / 'logs' / 'points.jsonl').read_text().splitlines()]
+    for r in records:
+        if r['point']['part'] == 'I':
+            r['cpu'] = {'busy': busy[r['point']['repetition']]
+                        if r['point']['op'] == 'search' else 0.1, 'bound': None}
+    dht8_folder.write(run / 'logs' / 'points.jsonl', records)
+    return run
+
+
+def test_a_timed_part_shorter_than_a_sample_is_judged_by_the_runners_reading(tmp_path):
+    emu = _with_span(_emu(tmp_path), {0: 0.8, 1: 0.3})
+    points = dht8.tables(emu)['points']
+    search = points[(points['part'] == 'I') & (points['op'] == 'search')]
+    assert list(search['cpu_verdict']) == ['timed part'] * 2
+    assert list(search['cpu_bound']) == [True, False]      # 0.8 over the 0.65 bar, 0.3 not
+    assert list(search['cpu_timed_busy']) == [0.8, 0.3]
+    reg = points[(points['part'] == 'I') & (points['op'] == 'register')]
+    # repetition 0 holds samples (0.9 busy): they judge it, not its 0.1 reading; 1 holds none
+    assert list(reg['cpu_verdict']) == ['samples', 'timed part']
+    assert list(reg['cpu_bound']) == [True, False] and list(reg['cpu_busy']) == [0.9, 0.1]
+    table, _ = crosscheck_tables.dht8_table(points, dht8.tables(_sim(tmp_path))['points'])
+    row = _row(table, 'search')
+    assert row['section'] == 'cpu-bound'
+    assert (row['emu_cpu_bound_repeats'], row['emu_cpu_verdicts']) == (1, 2)
+    assert row['emu_cpu_busy'] == pytest.approx(0.55)
+
+
+def test_a_reading_at_the_bar_is_not_over_it(tmp_path):
+    emu = _with_span(_emu(tmp_path), {0: 0.65, 1: 0.2})
+    table, _ = crosscheck_tables.dht8_table(dht8.tables(emu)['points'],
+                                            dht8.tables(_sim(tmp_path))['points'])
+    row = _row(table, 'search')
+    assert row['section'] == 'uncongested' and row['emu_cpu_verdicts'] == 2
+    assert 'without a CPU verdict' not in crosscheck_tables.dht8_summary(table)

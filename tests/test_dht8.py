@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analysis import dht8 as analysis
-from repronet.run import pids
+from repronet.run import cpu_span, pids
 from tests import dht8_folder
 from workloads import dht8_points
 
@@ -151,3 +151,9 @@ def test_smoke_run_end_to_end(tmp_path):
                                     .splitlines()) if r.get('phase') == 'measure']
     assert measured and all(any(a - 0.05 <= t - step and t <= b + 0.05 for a, b in windows)
                             for t in measured)
+    if os.path.exists(cpu_span.USAGE):  # and the runner read each timed part precisely
+        records = [json.loads(line) for line in
+                   (out / 'logs' / 'points.jsonl').read_text().splitlines()]
+        assert all(r['cpu']['seconds'] >= r['result']['finished'] - r['result']['released']
+                   - 0.001 and 0 < r['cpu']['busy'] for r in records)
+        assert points['cpu_verdict'].isin(['samples', 'timed part']).all()

@@ -25,6 +25,11 @@ records the phase that held for its whole interval (``None`` if the phase change
 it), and the verdict is taken over the ``measure`` samples when there are any, else over
 all samples (``judged`` in the summary says which).
 
+Each ``measure`` phase is also read precisely at its start and end
+(``repronet.run.cpu_span``: nanoseconds from the root cpuacct cgroup), because a timed part
+shorter than the interval holds no sample; ``take_span()`` returns the point's reading and
+verdict (by the same bar) for ``points.jsonl``.
+
 ``CpuMonitor`` samples in a daemon thread; it is a context manager, or use
 ``start()``/``stop()``. Samples are kept in memory and, if ``path`` is given, appended as
 JSON lines ``{"t", "busy", "steal", "cores", "phase"}`` (``t`` is wall-clock seconds).
@@ -33,6 +38,8 @@ JSON lines ``{"t", "busy", "steal", "cores", "phase"}`` (``t`` is wall-clock sec
 import json
 import threading
 import time
+
+from repronet.run import cpu_span
 
 THRESHOLD = 0.65            # busy fraction above which a sample is over (35 % idle bar)
 MAX_OVER_FRACTION = 0.05    # fraction of over samples above which a run is saturated
@@ -87,6 +94,8 @@ class CpuMonitor:
         self._stop = threading.Event()
         self._thread = None
         self._handle = None
+        self._span_start = None     # cpu_span reading at the current measure phase's start
+        self._spans = []            # cpu_span deltas of the measure phases since take_span()
 
     def start(self):
         """Start sampling in a background thread."""
@@ -114,11 +123,24 @@ class CpuMonitor:
             self._handle = None
 
     def set_phase(self, phase):
-        """Name what the machine is doing from now on ('measure', or None)."""
+        """Name what the machine is doing from now on ('measure', or None); read the CPU
+        precisely when a measure phase starts and ends."""
+        reading = cpu_span.read() if (phase == MEASURE) != (self._phase == MEASURE) else None
         with self._lock:
             if phase != self._phase:
+                if phase == MEASURE:
+                    self._span_start = reading
+                elif self._phase == MEASURE and self._span_start and reading:
+                    self._spans.append(cpu_span.delta(self._span_start, reading))
                 self._phase = phase
                 self._phase_changed = True
+
+    def take_span(self):
+        """Return the precise CPU record of the measure phases since the last call (None
+        without any, or without a cpuacct cgroup), and start afresh."""
+        with self._lock:
+            spans, self._spans = self._spans, []
+        return cpu_span.verdict(spans, self.threshold)
 
     def __enter__(self):
         return self.start()

@@ -33,7 +33,8 @@ results folder and its manifest (status running); probe capabilities, record
 provenance; build and start the network (``repronet.emu.network``); sample CPU
 (``repronet.run.cpu``, ``logs/cpu.jsonl``); run every point, printing one
 progress line per point with elapsed time and ETA, and appending the point's
-timing and return value to ``logs/points.jsonl``; then on EVERY exit path stop
+timing, return value and the CPU of its timed parts (``cpu``: a precise
+reading, ``repronet.run.cpu_span``) to ``logs/points.jsonl``; then on EVERY exit path stop
 all node processes, stop the network, remove what a crash would have left,
 and finish the manifest (ok | failed | interrupted).  Finally it runs the
 experiment's analysis, the same code as ``python -m analysis RUN_DIR``.
@@ -332,6 +333,8 @@ class Experiment:
                     ctx.network.links.reseed(point['seed'])
                 started = ctx.clock()   # virtual time in a simulated run
                 first_node = len(ctx.nodes)
+                if monitor is not None:
+                    monitor.take_span()     # this point's precise reading starts empty
                 if not self.timed_parts and monitor is not None:    # CPU over whole points
                     monitor.set_phase(cpu.MEASURE)
                 record = {'event': 'point', 'point': point}
@@ -350,6 +353,9 @@ class Experiment:
                 now = ctx.clock()
                 record.update(t=round(now, 6), started=round(started, 6),
                               elapsed=round(now - started, 6))
+                span = monitor.take_span() if monitor is not None else None
+                if span is not None:    # the timed parts' own CPU (repronet.run.cpu_span)
+                    record['cpu'] = span
                 log.write(json.dumps(record, sort_keys=True) + '\n')
                 log.flush()
                 if 'error' in record and ctx.params.cli == 'failure':
