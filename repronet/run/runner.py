@@ -34,7 +34,8 @@ provenance; build and start the network (``repronet.emu.network``); sample CPU
 (``repronet.run.cpu``, ``logs/cpu.jsonl``); run every point, printing one
 progress line per point with elapsed time and ETA, and appending the point's
 timing, return value and the CPU of its timed parts (``cpu``: a precise
-reading, ``repronet.run.cpu_span``) to ``logs/points.jsonl``; then on EVERY exit path stop
+reading, ``repronet.run.cpu_span``) to ``logs/points.jsonl``
+(``repronet.run.point_loop``); then on EVERY exit path stop
 all node processes, stop the network, remove what a crash would have left,
 and finish the manifest (ok | failed | interrupted).  Finally it runs the
 experiment's analysis, the same code as ``python -m analysis RUN_DIR``.
@@ -69,13 +70,13 @@ Node processes inherit ``PYTHONPATH`` with the repository root, so
 
 import contextlib
 import importlib
-import json
 import os
 import pathlib
 import sys
 import traceback
 
-from repronet.run import backends, cpu, leftovers, options, results, sim_interpreter, sweep
+from repronet.run import (backends, leftovers, options, point_loop, results, sim_interpreter,
+                          sweep)
 from repronet.run.context import RunContext
 from repronet.run.signals import Interrupted, SignalGuard
 
@@ -265,8 +266,8 @@ class Experiment:
             self.failed_operations = []
             self.setup(ctx)
             if params.cli == 'start':
-                _open_cli(ctx, 'the network is up')
-            failed = self._points(ctx, points, folder, monitor)
+                point_loop.open_cli(ctx, 'the network is up')
+            failed = point_loop.run_points(self, ctx, points, folder, monitor)
             fields['points_ok'] = len(points) - len(failed)
             if failed:
                 error = '%d of %d points failed (--keep-going): %s' % (
@@ -290,7 +291,7 @@ class Experiment:
             else:
                 traceback.print_exc()
             if ctx is not None and params.cli == 'failure':
-                _open_cli(ctx, 'the run failed: %s' % error)
+                point_loop.open_cli(ctx, 'the run failed: %s' % error)
         finally:
             guard.hold()            # teardown runs to the end, whatever comes
             net, monitor = made.get('net', net), made.get('monitor', monitor)
@@ -322,50 +323,6 @@ class Experiment:
             raise Interrupted(fields['signal'])
         return status, folder
 
-    def _points(self, ctx, points, folder, monitor):
-        """Run every point with a progress line and a points.jsonl record;
-        return the failed points' descriptions (only with --keep-going)."""
-        failed = []
-        with open(folder.log_path('points'), 'a') as log:
-            for point in points:
-                ctx.point = point
-                if 'seed' in point:     # loss/jitter draws of this point alone
-                    ctx.network.links.reseed(point['seed'])
-                started = ctx.clock()   # virtual time in a simulated run
-                first_node = len(ctx.nodes)
-                if monitor is not None:
-                    monitor.take_span()     # this point's precise reading starts empty
-                if not self.timed_parts and monitor is not None:    # CPU over whole points
-                    monitor.set_phase(cpu.MEASURE)
-                record = {'event': 'point', 'point': point}
-                try:
-                    record['result'] = self.run_point(ctx, point)
-                except Exception as e:
-                    if not ctx.params.keep_going:
-                        raise
-                    record.update(status='failed', error='%s: %s' % (
-                        type(e).__name__, e))
-                    failed.append('point %d: %s' % (point['point'], e))
-                    ctx.stop_nodes(ctx.nodes[first_node:])
-                finally:
-                    if monitor is not None:
-                        monitor.set_phase(None)
-                now = ctx.clock()
-                record.update(t=round(now, 6), started=round(started, 6),
-                              elapsed=round(now - started, 6))
-                span = monitor.take_span() if monitor is not None else None
-                if span is not None:    # the timed parts' own CPU (repronet.run.cpu_span)
-                    record['cpu'] = span
-                log.write(json.dumps(record, sort_keys=True) + '\n')
-                log.flush()
-                if 'error' in record and ctx.params.cli == 'failure':
-                    _open_cli(ctx, 'point %d failed: %s' % (
-                        point['point'], record['error']))
-                ctx.progress.point_done(
-                    point, status='FAILED' if 'error' in record else 'ok',
-                    result=record.get('result'))
-        return failed
-
     def _analyse(self, run_dir, guard):
         """Run the analysis of a finished run; return the exit status."""
         hint = '"repronet analyse %s"' % run_dir
@@ -385,13 +342,6 @@ class Experiment:
                   '%s' % (self.name, hint), file=sys.stderr)
             return EXIT_FAILED
         return 0
-
-
-def _open_cli(ctx, why):
-    """Open Mininet's CLI on the running network (for debugging)."""
-    from mininet.cli import CLI
-    print('*** %s: opening the Mininet CLI; "exit" goes on' % why, flush=True)
-    CLI(ctx.net)
 
 
 def _clear_errors():
