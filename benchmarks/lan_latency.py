@@ -47,7 +47,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from repronet.emu.linkemu_holds import late_bound_us  # noqa: E402
+from repronet.emu.linkemu_holds import late_bound_us, summed_hist  # noqa: E402
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
 from benchmarks.lan_latency_report import (TCP_MBIT, print_flood, print_rows,  # noqa: E402
@@ -116,11 +116,10 @@ def lateness(stats):
     largest learned spin window and wake-up overshoot quantile, and how many daemons left
     SCHED_FIFO; bounds of the median and 99th percentile lateness from their histograms."""
     total = weighted = worst = queued = stamped = unstamped = cpu = verdict = 0.0
-    spin, wake, demoted, forced, hist = [], [], 0, 0, None
+    spin, wake, demoted, forced = [], [], 0, 0
+    hist = summed_hist((r.get('counters') or {}).get('late_hist_log2_us') for r in stats.values())
     for record in stats.values():
         counters = record.get('counters') or {}
-        if counters.get('late_hist_log2_us'):
-            hist = [a + b for a, b in zip(hist or [0] * 16, counters['late_hist_log2_us'])]
         held = counters.get('accepted', 0) - counters.get('unknown', 0)
         total += held
         weighted += counters.get('late_us_mean', 0.0) * held

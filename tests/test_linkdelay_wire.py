@@ -6,6 +6,7 @@ read from packets scapy builds (a tool we did not write)."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from repronet.emu.linkemu_holds import late_bound_us
 from tests.test_linkdelay_unit import check, config, run   # noqa: F401 (fixture)
 
 MTU, L2 = 1500, 14
@@ -128,7 +129,8 @@ def test_the_lateness_histogram_bounds_each_quantile(check, late_ns, q):
     microseconds' bit length (under 1 us in bucket 0, 2^14 us and more in the last), and the
     bound printed for a quantile is the upper edge of the bucket holding the nearest-rank
     quantile of the sorted releases (null in the open last bucket): never below it, and
-    less than twice it (fails with buckets off by one either way)."""
+    less than twice it (fails with buckets off by one either way); the Python reading of
+    summed histograms (linkemu_holds.late_bound_us) gives the same bound."""
     out = run(check, 'late', *map(str, late_ns))
     expected = [0] * 16
     for v in late_ns:
@@ -137,6 +139,7 @@ def test_the_lateness_histogram_bounds_each_quantile(check, late_ns, q):
     rank = max(1, int(q * len(late_ns) + 0.5))
     value_us = sorted(late_ns)[rank - 1] / 1000
     bound = out['bounds_us'][[0.5, 0.9, 0.99].index(q)]
+    assert late_bound_us(out['hist'], q) == bound     # the manifest's summed bounds agree
     if (int(value_us)).bit_length() >= 15:
         assert bound is None
     else:

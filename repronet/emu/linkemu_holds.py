@@ -38,7 +38,6 @@ def record(daemons, finals, late_share):
     mins = [r['hold_us_min'] for r in rows if r['hold_us_min']]
     maxes = [r['hold_us_max'] for r in rows if r['hold_us_max']]
     worst = [r['late_us_max'] for r in rows if r['late_us_max'] is not None]
-    hists = [r['late_hist_log2_us'] for r in rows if r['late_hist_log2_us']]
     mean = weighted('late_us_mean')
     timed = sum(r['serialised'] or 0 for r in rows)
     serial = sum((r['serialised'] or 0) * (r['serial_us_mean'] or 0) for r in rows)
@@ -47,9 +46,15 @@ def record(daemons, finals, late_share):
             'hold_us_max': max(maxes) if maxes else None, 'released': held,
             'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,
             **{'late_%s_us_mean' % part: weighted('late_%s_us_mean' % part) for part in PARTS},
-            'late_hist_log2_us': [sum(col) for col in zip(*hists)] if hists else None,
+            'late_hist_log2_us': summed_hist(r['late_hist_log2_us'] for r in rows),
             'marked': bool(mins and mean is not None and mean > late_share * min(mins)),
             'rt_demoted': [r['host'] for r in rows if r['rt_demoted']], 'daemons': rows}
+
+
+def summed_hist(hists):
+    """The daemons' lateness histograms added bucket by bucket (None when none had one)."""
+    hists = [h for h in hists if h]
+    return [sum(col) for col in zip(*hists)] if hists else None
 
 
 def late_bound_us(hist, q):
