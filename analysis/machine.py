@@ -11,8 +11,9 @@ the mean exceeds the stated share of the smallest hold; and it names any daemon 
 real-time class during the run (it ran its RLIMIT_RTTIME budget without sleeping and was late
 from then on), which would otherwise only show as a late figure. It says whether the CPUs
 were kept out of sleeping idle states (manifest ``cpu_idle``, ``repronet.emu.cpuidle``), since
-a CPU woken from a halt adds tens of microseconds to every operation at LAN delays. One place,
-so every experiment's report says it.
+a CPU woken from a halt adds tens of microseconds to every operation at LAN delays, and which
+CPUs were set apart for the daemons (``mechanisms.link_cpus``, ``--link-cpus``), since the hosts
+then ran on fewer. One place, so every experiment's report says it.
 """
 
 from analysis.inputs import is_number
@@ -35,11 +36,22 @@ def describe(manifest):
     parts = ['%s CPUs' % (cpus if cpus is not None else 'unknown number of')]
     if usable is not None and usable != cpus:
         parts[0] += ' (%d usable by the run)' % usable
+    parts[0] += link_cpus(manifest)
     memory = info.get('memory_bytes')
     parts.append('%.1f GiB memory' % (memory / 2 ** 30) if memory else 'memory unknown')
     if info.get('cpu_model'):
         parts.append(str(info['cpu_model']))
     return ', '.join(parts) + ('; ' + late if late else '')
+
+
+def link_cpus(manifest):
+    """' (CPU 1 set apart for the link delay daemons, the hosts on CPU 0)' when the run set CPUs
+    apart (``--link-cpus``, ``repronet.emu.linkcpus``), else ''."""
+    record = (manifest.get('mechanisms') or {}).get('link_cpus')
+    if not isinstance(record, dict) or not record.get('reserved'):
+        return ''
+    return ' (CPU %s set apart for the link delay daemons, the hosts on CPU %s)' % (
+        record.get('daemons'), record.get('rest'))
 
 
 def holds(manifest):

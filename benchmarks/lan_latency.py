@@ -29,11 +29,14 @@ the daemons' share of a core over the transfer. ``--flood S`` adds S seconds of 
 (as fast as h1 can send, unshaped 0.05 ms links): a daemon that never gets to sleep under it
 is the case the RLIMIT_RTTIME bound catches, so it prints whether one left SCHED_FIFO.
 To measure each step: ``--rt-priority``/``--spin-us`` another daemon schedule, ``--daemon``
-another build (an older commit's), ``--cpu-idle os`` CPUs free to sleep (repronet.emu.cpuidle).
+another build (an older commit's), ``--cpu-idle os`` CPUs free to sleep (repronet.emu.cpuidle),
+``--link-cpus N`` the last N CPUs for the daemons alone (repronet.emu.linkcpus; the floor's
+hosts then get the same CPUs as every other row's).
 
     sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5] [--loads
         idle,hogs] [--hogs 4] [--count 2000] [--interval 0.0005] [--tcp 5] [--rt-priority
         0..98] [--spin-us 0..1000] [--flood 0..60] [--daemon PATH] [--cpu-idle poll|os]
+        [--link-cpus N]
 """
 
 import argparse
@@ -151,7 +154,8 @@ def measure(delay_ms, load, args, caps, state, guard):
     from repronet.emu import network
     with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
         net = network.Network(pair(delay_ms), 'lxbr', 'auto', caps, on_built=state.record,
-                              seed=1, log_dir=logs, cpu_idle=args.cpu_idle)
+                              seed=1, log_dir=logs, cpu_idle=args.cpu_idle,
+                              link_cpus=args.link_cpus)
         hogs = []
         try:
             net.start()
@@ -173,7 +177,8 @@ def measure(delay_ms, load, args, caps, state, guard):
             'schedule': schedule, **lateness(stats)}
 
 
-def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idle='poll'):
+def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idle='poll',
+        link_cpus=0):
     """iperf3 TCP (or a UDP flood as fast as h1 can send) h1 -> h2, links of bw Mbit/s (None:
     unshaped) with one_way_ms split over the two: a dict of the received rate, the daemons'
     CPU seconds over the transfer and their counters."""
@@ -181,7 +186,8 @@ def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idl
     from repronet.emu.process import NodeProcess, TcpListening
     with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
         net = network.Network(pair(one_way_ms / 2, bw), 'lxbr', 'auto', caps,
-                              on_built=state.record, seed=1, log_dir=logs, cpu_idle=cpu_idle)
+                              on_built=state.record, seed=1, log_dir=logs, cpu_idle=cpu_idle,
+                              link_cpus=link_cpus)
         try:
             net.start()
             h1, h2 = net.net.get('h1'), net.net.get('h2')
@@ -282,6 +288,10 @@ def parse(argv):
     parser.add_argument('--cpu-idle', choices=('poll', 'os'), default='poll',
                         help='poll: keep the CPUs out of sleeping idle states (repronet\'s '
                         'default, repronet.emu.cpuidle); os: let them sleep (default poll)')
+    parser.add_argument('--link-cpus', type=int, default=0, metavar='N',
+                        help='set the last N CPUs apart for the daemons, the hosts (and the '
+                        'floor\'s, so that it is comparable) on the others (repronet.emu.'
+                        'linkcpus; default 0: shared)')
     parser.add_argument('--daemon', default=None, metavar='PATH',
                         help='run this linkdelay binary instead of the checkout\'s (it must '
                         'take the same flags)')
@@ -290,6 +300,12 @@ def parse(argv):
         parser.error('--interval must be 0.0001..1 seconds')
     if args.daemon and not os.access(args.daemon, os.X_OK):
         parser.error('--daemon %s is not an executable file' % args.daemon)
+    if args.link_cpus:
+        from repronet.emu.linkcpus import LinkCpus, LinkCpuError
+        try:
+            args.split = LinkCpus(args.link_cpus)
+        except LinkCpuError as e:
+            parser.error(str(e))
     if 0 not in args.delays:
         args.delays.insert(0, 0.0)   # the floor every row is compared with
     return args
@@ -316,6 +332,8 @@ def main(argv=None):
     from repronet.emu import capabilities
     setLogLevel('critical')
     _override_schedule(args)
+    if args.link_cpus:
+        args.split.confine()    # the floor's hosts too: every row's hosts get the same CPUs
     git = provenance.git_state(REPO)
     print('commit %s%s, %d cores, kernel %s; %s%s' % (
         (git['revision'] or '?')[:12], ' (dirty)' if git['dirty'] else '', os.cpu_count(),
@@ -331,16 +349,20 @@ def main(argv=None):
                 for load in args.loads:
                     for delay in args.delays:
                         rows.append(measure(delay, load, args, caps, state, guard))
-                tcp_rows = [tcp(ms, args.tcp, caps, state, guard, cpu_idle=args.cpu_idle)
-                            for ms in (0, 1) if args.tcp]
+                tcp_rows = [tcp(ms, args.tcp, caps, state, guard, cpu_idle=args.cpu_idle,
+                                link_cpus=args.link_cpus) for ms in (0, 1) if args.tcp]
                 flood = tcp(0.05, args.flood, caps, state, guard, bw=None, udp=True,
-                            cpu_idle=args.cpu_idle) if args.flood else None
+                            cpu_idle=args.cpu_idle, link_cpus=args.link_cpus) \
+                    if args.flood else None
         except Interrupted as e:
             print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)
             return 128 + e.signum
     schedule = next((r['schedule'] for r in rows if r['schedule']), None)
-    print('daemons scheduled: %s; CPU idle states: %s' % (
-        json.dumps(schedule) if schedule else 'not recorded', args.cpu_idle))
+    print('daemons scheduled: %s; CPU idle states: %s; %s' % (
+        json.dumps(schedule) if schedule else 'not recorded', args.cpu_idle,
+        'CPUs %s set apart for the daemons, hosts on %s' % (
+            args.split.record()['daemons'], args.split.record()['rest'])
+        if args.link_cpus else 'daemons and hosts share every CPU'))
     print_rows(rows)
     print_targets(rows)
     print_tcp(tcp_rows)

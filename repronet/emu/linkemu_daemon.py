@@ -151,9 +151,10 @@ def _restore_all(daemons, text_of, what):
 class DaemonSet:
     """The daemons and rules of one LinkEmulation."""
 
-    def __init__(self, paths, seed, log_dir=None):
+    def __init__(self, paths, seed, log_dir=None, cpus=None):
         self.paths = paths      # linkemu_paths.PathTable
         self.seed = seed
+        self.cpus = cpus        # linkcpus.LinkCpus: the CPUs set apart for the daemons, or None
         self.log_dir = log_dir
         self.daemons = {}
         self._scratch = None  # our own temporary folder when no log_dir was given
@@ -202,6 +203,8 @@ class DaemonSet:
             proc = host.popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err,
                               mncmd=['mnexec', '-da', str(host.pid)])
         self.daemons[dst] = _Daemon(host, proc, log_path, err_path, intfs)
+        if self.cpus is not None and not hasattr(host, 'put_file'):   # local daemons only
+            self.cpus.place(dst, proc.pid)
         self.daemons[dst].sources = sources
         self.daemons[dst].hold_us_min = min((h for h in holds if h > 0), default=None)
         self.daemons[dst].hold_us_max = max(holds, default=None) or None

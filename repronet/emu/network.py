@@ -44,6 +44,9 @@ mechanism produced its numbers:
   sleeping idle states from start() to stop(), since waking a halted CPU costs more than
   a LAN link's delay (``repronet.emu.cpuidle`` says why and what it costs); ``os`` leaves
   them to the kernel. Recorded as ``cpu_idle``.
+- CPUs for the link daemons: ``link_cpus=N`` sets the last N CPUs apart for the delay
+  daemons and runs everything the network starts on the others, from start() to stop()
+  (``repronet.emu.linkcpus`` says why). Recorded as ``link_cpus``.
 
 ``Network.stop()`` is idempotent and tolerant: each teardown step runs even if
 an earlier one failed, and the errors are collected and re-raised at the end.
@@ -56,7 +59,7 @@ from mininet.net import Mininet
 from mininet.node import Host, OVSBridge, OVSSwitch
 from mininet.nodelib import LinuxBridge
 
-from repronet.emu import capabilities, cpuidle, cpulimit, linkemu
+from repronet.emu import capabilities, cpuidle, cpulimit, linkcpus, linkemu
 
 OFFLOADS = ('tx', 'tso', 'gso')
 GSO_WINDOW_S = 200e-6   # shaped links: a GSO packet carries at most this long at the link's rate
@@ -86,7 +89,7 @@ class Network:
 
     def __init__(self, topo, switch='lxbr', datapath='auto', caps=None,
                  controller_log=None, stats_interval=1.0, on_built=None,
-                 seed=0, log_dir=None, links='auto', cpu_idle='poll'):
+                 seed=0, log_dir=None, links='auto', cpu_idle='poll', link_cpus=0):
         self.topo = topo
         self.cpu_idle = cpuidle.IdleHold(cpu_idle)
         self.switch = switch
@@ -97,6 +100,10 @@ class Network:
         self.on_built = on_built
         self.log_dir = log_dir
         self.links = linkemu.plan(topo, self.caps, seed=seed, mechanism=links)
+        try:    # only where there are daemons to place (netem links have none)
+            self.link_cpus = linkcpus.LinkCpus(link_cpus if self.links.needs_daemons else 0)
+        except linkcpus.LinkCpuError as e:
+            raise NetworkError(str(e))
         try:
             self.cpu_limits = cpulimit.plan(topo, self.caps)
         except cpulimit.CpuLimitError as e:
@@ -111,6 +118,7 @@ class Network:
     def start(self):
         """Build and start the network, then install link emulation."""
         self.cpu_idle.start()
+        self.link_cpus.confine()    # before Mininet starts anything: its children inherit it
         switch_cls, controller = self._switch_classes()
         self.net = Mininet(topo=self.topo, switch=switch_cls, host=self._host_class(),
                            link=self._link_class(), controller=controller,
@@ -135,7 +143,7 @@ class Network:
         elif self.links.shaped and not self.links.serialises:
             self._cap_gso()
         try:
-            self.links.install(self.net, log_dir=self.log_dir)
+            self.links.install(self.net, log_dir=self.log_dir, cpus=self.link_cpus)
         finally:
             if self.on_built:
                 self.on_built(self)     # link daemons have PIDs now
@@ -240,6 +248,7 @@ class Network:
             'bridge_nf_call': _bridge_nf_call()
             if self.switch == 'lxbr' else None,
             'cpu_idle': self.cpu_idle.record(),
+            'link_cpus': self.link_cpus.record() if self.links.needs_daemons else None,
         }
 
     def cpu_idle_record(self):
@@ -298,6 +307,7 @@ class Network:
         if self.cpu_limits is not None:     # what host termination could not remove
             errors += ['cpu limits: %s' % e for e in self.cpu_limits.remove_all()]
         self.cpu_idle.stop()
+        self.link_cpus.release()
         if errors:
             raise NetworkError('teardown incomplete: ' + '; '.join(errors))
 

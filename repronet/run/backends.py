@@ -29,13 +29,19 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
     if getattr(params, 'machines', None):       # hosts on several servers
         from repronet.cluster import backend as cluster
         net_cls, ctx_cls, where = cluster.classes(experiment, folder)
-    monitor = made['monitor'] = cpu.CpuMonitor(0.5, path=folder.log_path('cpu')).start()
-    net = made['net'] = net_cls(
+    net = net_cls(
         topo, switch=params.switch, datapath=params.datapath, caps=caps,
         controller_log=folder.log_path('controller-stats'),
         stats_interval=experiment.stats_interval, on_built=state.record,
         seed=params.seed, log_dir=folder.logs, links=params.links,
-        cpu_idle=getattr(params, 'cpu_idle', None) or 'poll', **where)
+        cpu_idle=getattr(params, 'cpu_idle', None) or 'poll',
+        link_cpus=getattr(params, 'link_cpus', None) or 0, **where)
+    # With CPUs set apart for the link daemons, the run is judged by the hosts' CPUs.
+    split = getattr(net, 'link_cpus', None)
+    monitor = made['monitor'] = cpu.CpuMonitor(
+        0.5, path=folder.log_path('cpu'),
+        cpus=split.rest if split is not None and split.active else None).start()
+    made['net'] = net
     net.start()
     folder.update(mechanisms=dict(net.mechanisms(), backend='emu'))
     return net, monitor, ctx_cls(net, params, folder, state, monitor, guard, progress)

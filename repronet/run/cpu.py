@@ -13,7 +13,9 @@ same bar, **at least 35 % idle**:
   (one short burst, such as process start-up, does not condemn a run).
 
 Busy time comes from ``/proc/stat``: busy = total - idle - iowait over one interval, per
-core and for the machine (``steal`` counts as busy: the VM's CPU was taken away). A core
+core and for the machine (``steal`` counts as busy: the VM's CPU was taken away). With
+``cpus`` (CPUs set apart for the link daemons, ``repronet.emu.linkcpus``) "the machine" is
+those CPUs: the verdict is about the hosts' CPUs, and ``judged_cpus`` in the summary says so. A core
 pinned at 100 % while the machine average stays low (a single-threaded bottleneck such as
 a delay daemon) is reported separately as ``core_over_fraction`` (samples with any core
 above ``core_threshold`` = 0.95); it does not set ``saturated``, it is a hint.
@@ -62,6 +64,11 @@ def read_stat(path='/proc/stat'):
     return counters
 
 
+def _sum(counters, names):
+    """The (total, idle, steal) of the named cores added up."""
+    return tuple(sum(col) for col in zip(*[counters[n] for n in names]))
+
+
 def _busy(before, after):
     """(busy fraction, steal fraction) between two (total, idle, steal) readings."""
     total = after[0] - before[0]
@@ -76,7 +83,8 @@ class CpuMonitor:
     """Sample machine and per-core CPU utilization every `interval` seconds."""
 
     def __init__(self, interval=0.5, path=None, threshold=THRESHOLD,
-                 max_over_fraction=MAX_OVER_FRACTION, core_threshold=CORE_THRESHOLD):
+                 max_over_fraction=MAX_OVER_FRACTION, core_threshold=CORE_THRESHOLD,
+                 cpus=None):
         if interval <= 0:
             raise ValueError('interval must be positive, got %r' % (interval,))
         if not 0 < threshold <= 1:
@@ -86,6 +94,7 @@ class CpuMonitor:
         self.threshold = threshold
         self.max_over_fraction = max_over_fraction
         self.core_threshold = core_threshold
+        self.cpus = sorted(cpus) if cpus else None   # judge by these CPUs only (None: all)
         self.samples = []
         self.core_names = []
         self._lock = threading.Lock()
@@ -103,6 +112,9 @@ class CpuMonitor:
             raise RuntimeError('CpuMonitor already started')
         first = read_stat()
         self.core_names = sorted((n for n in first if n != 'cpu'), key=lambda n: int(n[3:]))
+        missing = [c for c in self.cpus or () if f'cpu{c}' not in first]
+        if missing:
+            raise ValueError('/proc/stat has no CPU %s to judge the run by' % missing)
         if self.path is not None:
             self._handle = open(self.path, 'a')
         self._stop.clear()
@@ -140,7 +152,7 @@ class CpuMonitor:
         without any, or without a cpuacct cgroup), and start afresh."""
         with self._lock:
             spans, self._spans = self._spans, []
-        return cpu_span.verdict(spans, self.threshold)
+        return cpu_span.verdict(spans, self.threshold, self.cpus)
 
     def __enter__(self):
         return self.start()
@@ -152,7 +164,11 @@ class CpuMonitor:
         """Take one sample per interval until stopped."""
         while not self._stop.wait(self.interval):
             after = read_stat()
-            busy, steal = _busy(before['cpu'], after['cpu'])
+            if self.cpus:
+                names = [f'cpu{c}' for c in self.cpus]
+                busy, steal = _busy(_sum(before, names), _sum(after, names))
+            else:
+                busy, steal = _busy(before['cpu'], after['cpu'])
             cores = [round(_busy(before[n], after[n])[0], 4) if n in before and n in after
                      else None for n in self.core_names]
             sample = {'t': round(time.time(), 3), 'busy': round(busy, 4),
@@ -175,6 +191,7 @@ class CpuMonitor:
         samples = measured or samples
         result.update({
             'samples': len(samples), 'interval': self.interval, 'cores': self.core_names,
+            'judged_cpus': self.cpus,
             'threshold': self.threshold, 'max_over_fraction': self.max_over_fraction,
             'core_threshold': self.core_threshold, 'mean': None, 'max': None,
             'core_mean': [], 'core_max': [], 'over_fraction': None,

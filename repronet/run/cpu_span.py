@@ -67,21 +67,24 @@ def delta(before, after):
             'stat': tuple(b - a for a, b in zip(before['stat'], after['stat']))}
 
 
-def verdict(spans, threshold):
+def verdict(spans, threshold, cpus=None):
     """Return the point's CPU record from its spans (delta()s), or None without any.
 
-    busy is the machine's busy share over all the spans, cores each CPU's; bound is
-    busy > threshold, the sampler's bar (``CpuMonitor.threshold``, by default
-    ``cpu.THRESHOLD``): one reading is over the bar or not, as one sample of the sampler."""
+    busy is the machine's busy share over all the spans (with ``cpus``, of those CPUs
+    only: the ones the run's hosts had), cores each CPU's; bound is busy > threshold, the
+    sampler's bar (``CpuMonitor.threshold``, by default ``cpu.THRESHOLD``): one reading is
+    over the bar or not, as one sample of the sampler."""
     spans = [s for s in spans if s['wall_ns'] > 0]
     if not spans:
         return None
     wall = sum(s['wall_ns'] for s in spans)
     cores = [sum(col) for col in zip(*[s['usage_ns'] for s in spans])]
-    busy = sum(cores) / (len(cores) * wall)
+    judged = [cores[c] for c in cpus] if cpus else cores
+    busy = sum(judged) / (len(judged) * wall)
     total, idle, steal = (sum(col) for col in zip(*[s['stat'] for s in spans]))
     return {'source': SOURCE, 'seconds': round(wall / 1e9, 6),
             'busy': round(busy, 4), 'cores': [round(c / wall, 4) for c in cores],
             'stat_busy': round(1 - idle / total, 4) if total > 0 else None,
             'steal': round(steal / total, 4) if total > 0 else None,
+            'judged_cpus': list(cpus) if cpus else None,
             'threshold': threshold, 'bound': busy > threshold}

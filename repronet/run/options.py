@@ -29,6 +29,8 @@ Shared flags:
                    node program (module name), on --sim-cores cores
   --sim-interpreter I  simulation only: auto | pypy3 | python3 runs the points
                    (repronet.run.sim_interpreter; the analysis stays on CPython)
+  --link-cpus N    emulation: the last N CPUs run only the linkdelay daemons, the
+                   hosts the others (repronet.emu.linkcpus; default 0, shared)
   --machines A,B   run the hosts on several servers over ssh (this machine is
                    localhost; repronet.cluster); --placement and --tunnel say how
 
@@ -109,6 +111,11 @@ def build_parser(experiment):
         help='emulation only: poll keeps this machine\'s CPUs out of sleeping idle states '
         'during the run (waking a halted CPU costs more than a LAN link\'s delay); os leaves '
         'them to the kernel (default poll)')
+    shared.add_argument(
+        '--link-cpus', type=int, default=None, metavar='N',
+        help='emulation with linkdelay links only: set the last N CPUs apart for the delay '
+        'daemons and run the hosts on the others, so a busy host cannot hold a packet '
+        'past its deadline; costs the hosts those CPUs (default 0: shared)')
     shared.add_argument(
         '--dry-run', action='store_true',
         help='print the points, the estimated time and the disk the run needs '
@@ -229,6 +236,9 @@ def check_shared(params, limits=None):
         if params.cpu_idle is not None:
             raise UsageError('--cpu-idle sets this machine\'s idle states for an emulated '
                              'run; a simulated run has no CPUs to keep awake')
+        if params.link_cpus is not None:
+            raise UsageError('--link-cpus sets CPUs apart for the emulated links\' delay '
+                             'daemons; a simulated run has none')
         if params.sim_cores is not None and not 1 <= params.sim_cores <= 1024:
             raise UsageError('--sim-cores must be a whole number from 1 to 1024')
         from repronet.sim.cpu import parse_costs
@@ -240,6 +250,28 @@ def check_shared(params, limits=None):
             params.sim_interpreter is not None:
         raise UsageError('--sim-cost, --sim-cores and --sim-interpreter need --backend sim')
     _check_machines(params)
+    _check_link_cpus(params)
+
+
+def _check_link_cpus(params):
+    """--link-cpus: a count that leaves the hosts at least one CPU, on this machine only."""
+    count = getattr(params, 'link_cpus', None)
+    if count is not None and count < 0:
+        raise UsageError('--link-cpus takes a whole number of CPUs, 0 or more')
+    if not count:
+        return
+    if getattr(params, 'machines', None):
+        raise UsageError('--link-cpus places the delay daemons of this machine; with '
+                         '--machines the other servers\' daemons would stay shared, so '
+                         'leave it out')
+    if params.links == 'netem':
+        raise UsageError('--link-cpus places the linkdelay daemons, and --links netem '
+                         'has none')
+    from repronet.emu.linkcpus import LinkCpus, LinkCpuError
+    try:
+        LinkCpus(count)
+    except LinkCpuError as e:
+        raise UsageError(str(e)) from None
 
 
 def _check_machines(params):
