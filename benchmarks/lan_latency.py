@@ -40,6 +40,7 @@ hosts then get the same CPUs as every other row's).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -50,6 +51,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from repronet.emu.linkcpus import LinkCpus, LinkCpuError  # noqa: E402
 from repronet.emu.linkemu_holds import late_bound_us, summed_hist  # noqa: E402
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
@@ -149,10 +151,23 @@ def lateness(stats):
             'daemon_cpu_s': cpu}
 
 
+@contextlib.contextmanager
+def floor_cpus(link_cpus, delay_ms):
+    """With --link-cpus, a row without delay has no daemons for the network to place: its
+    hosts get the same CPUs as every other row's anyway, so the floor stays comparable."""
+    split = LinkCpus(link_cpus if delay_ms == 0 else 0)
+    split.confine()
+    try:
+        yield
+    finally:
+        split.release()
+
+
 def measure(delay_ms, load, args, caps, state, guard):
     """One network, one load, one probe run: a dict of the figures."""
     from repronet.emu import network
-    with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
+    with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs, \
+            floor_cpus(args.link_cpus, delay_ms):
         net = network.Network(pair(delay_ms), 'lxbr', 'auto', caps, on_built=state.record,
                               seed=1, log_dir=logs, cpu_idle=args.cpu_idle,
                               link_cpus=args.link_cpus)
@@ -184,7 +199,8 @@ def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idl
     CPU seconds over the transfer and their counters."""
     from repronet.emu import network
     from repronet.emu.process import NodeProcess, TcpListening
-    with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs:
+    with tempfile.TemporaryDirectory(prefix='repronet-lan-') as logs, \
+            floor_cpus(link_cpus, one_way_ms):
         net = network.Network(pair(one_way_ms / 2, bw), 'lxbr', 'auto', caps,
                               on_built=state.record, seed=1, log_dir=logs, cpu_idle=cpu_idle,
                               link_cpus=link_cpus)
@@ -301,7 +317,6 @@ def parse(argv):
     if args.daemon and not os.access(args.daemon, os.X_OK):
         parser.error('--daemon %s is not an executable file' % args.daemon)
     if args.link_cpus:
-        from repronet.emu.linkcpus import LinkCpus, LinkCpuError
         try:
             args.split = LinkCpus(args.link_cpus)
         except LinkCpuError as e:
@@ -332,8 +347,6 @@ def main(argv=None):
     from repronet.emu import capabilities
     setLogLevel('critical')
     _override_schedule(args)
-    if args.link_cpus:
-        args.split.confine()    # the floor's hosts too: every row's hosts get the same CPUs
     git = provenance.git_state(REPO)
     print('commit %s%s, %d cores, kernel %s; %s%s' % (
         (git['revision'] or '?')[:12], ' (dirty)' if git['dirty'] else '', os.cpu_count(),
