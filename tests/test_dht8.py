@@ -157,3 +157,28 @@ def test_smoke_run_end_to_end(tmp_path):
         assert all(r['cpu']['seconds'] >= r['result']['finished'] - r['result']['released']
                    - 0.001 and 0 < r['cpu']['busy'] for r in records)
         assert points['cpu_verdict'].isin(['samples', 'timed part']).all()
+
+
+@pytest.mark.root
+@pytest.mark.timeout(900)    # includes waiting for the machine lock; the run takes ~15 s
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two CPUs to split')
+def test_smoke_run_with_a_cpu_for_the_link_daemons(tmp_path):
+    """--link-cpus 1 through the runner: every daemon placed on the last CPU, the run judged
+    by the hosts' CPUs (sampler and each timed part), the report's machine line says so."""
+    out = tmp_path / 'run'
+    proc = subprocess.run(['/usr/bin/python3', 'topologies/dht8.py', '--scale', 'smoke',
+                           '--parts', 'I', '--link-cpus', '1', '--out', str(out),
+                           '--workdir', str(tmp_path / 'work')],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    manifest = json.loads((out / 'manifest.json').read_text())
+    usable = sorted(os.sched_getaffinity(0))
+    split = manifest['mechanisms']['link_cpus']
+    assert split['reserved'] == 1 and split['daemons'] == str(usable[-1])
+    assert split['placed'] and set(split['placed'].values()) == {str(usable[-1])}
+    assert manifest['cpu']['judged_cpus'] == usable[:-1]
+    records = [json.loads(line) for line in
+               (out / 'logs' / 'points.jsonl').read_text().splitlines()]
+    if os.path.exists(cpu_span.USAGE):
+        assert all(r['cpu']['judged_cpus'] == usable[:-1] for r in records)
+    assert 'set apart for the link delay daemons' in (out / 'report.md').read_text()
