@@ -139,7 +139,9 @@ def point_features(emu_dir, point):
 
 def fit_rows(emu_dir, sim_dir, parts=('I',), clients=1):
     """One row per fitted configuration: emulated and simulated ms per operation (means over
-    repetitions), operations per client and the mean features of a client."""
+    repetitions), operations per client and the mean features of a client. A repetition the
+    emulation marked CPU-bound (``cpu_bound``: something else had the cores) is left out
+    when another repetition of its configuration was not."""
     _check(emu_dir, sim_dir)
     emu, sim = _points(emu_dir), _points(sim_dir)
     key = ['part', 'variant', 'servers', 'concurrent_clients']
@@ -150,6 +152,8 @@ def fit_rows(emu_dir, sim_dir, parts=('I',), clients=1):
                          % (emu_dir, clients, ','.join(parts)))
     rows = []
     for k, group in pick.groupby(key, sort=True):
+        if 'cpu_bound' in group and (group['cpu_bound'] != True).any():  # noqa: E712
+            group = group[group['cpu_bound'] != True]                   # noqa: E712
         other = sim[(sim[key] == pd.Series(k, index=key)).all(axis=1)]['time_per_op_ms']
         if other.dropna().empty:
             raise ValueError('%s has no simulated point of %s' % (sim_dir, ' '.join(map(str, k))))
