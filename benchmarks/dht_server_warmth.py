@@ -128,7 +128,7 @@ def slope(xs, ys):
     return b, my - b * mx
 
 
-def _ints(text, what):
+def _numbers(text, what):
     try:
         values = [float(v) for v in text.split(',') if v.strip()]
     except ValueError:
@@ -146,8 +146,8 @@ def main(argv=None):
     p.add_argument('--idle-ms', default='1,10,100', help='idle pauses before a message')
     args = p.parse_args(argv)
     try:
-        sizes = [int(v) for v in _ints(args.sizes, '--sizes')]
-        idles = _ints(args.idle_ms, '--idle-ms')
+        sizes = [int(v) for v in _numbers(args.sizes, '--sizes')]
+        idles = _numbers(args.idle_ms, '--idle-ms')
     except ValueError as e:
         p.error(str(e))
     if not 1 <= args.repeat <= 100 or len(set(sizes)) < 2 or min(sizes) < 1:
