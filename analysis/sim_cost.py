@@ -29,6 +29,15 @@ there. The emulated time includes the delay daemons' own lateness in releasing h
 beside the fit and left inside ``base``, so the flag predicts the emulation; the system alone
 would be ``base`` minus that lateness.
 
+Two charges are measured, not fitted (``--warmth``, the default; ``analysis.sim_warmth``):
+a request whose index server or peer sat idle over 1 ms (cold) and the first request on a
+connection cost more, as differences of medians between such requests inside the same
+one-client points. They are charged to the serving kinds (``MODULE/cold``,
+``MODULE/first``) and subtracted before the fit, so the per-byte figure no longer carries
+the eight first requests Part I's batched REGISTERs make per 2,000 names (Part III's make
+one). A one-client repetition the emulation marked CPU-bound is left out of the fit when
+another repetition of its configuration was not.
+
 Two background charges (``--background``, the default) take a core without delaying the
 request they follow, for what the emulation's 2 cores run beside the nodes' request paths
 (measured on Part I's batched registers with ``benchmarks/dht8_cpu_split.py`` and
