@@ -158,7 +158,7 @@ def model_reasons(key, r, costs):
                        'kernel\'s and the delay daemons\' work per message')
         return why
     if any(k.endswith('/byte') for k in costs):
-        return _per_byte_reasons(row, variant, r)
+        return _per_byte_reasons(row, variant, r, costs)
     if r < 1 and 'batched' in variant and 'unbatched' not in variant:
         why.append('a batched REGISTER carries hundreds of names in one message, and '
                    '--sim-cost charges per callback, not per name')
@@ -175,18 +175,19 @@ def model_reasons(key, r, costs):
     return why
 
 
-def _per_byte_reasons(row, variant, r):
+def _per_byte_reasons(row, variant, r, costs):
     """model_reasons for a run charged per callback and per byte received (the model
     analysis.sim_cost fits on Part I's one-client points)."""
     why, one = [], row.get('servers') == 1
     if r > 1 and one and 'batched' in variant and 'unbatched' not in variant:
         why.append('the per-byte (per-name) cost was fitted on 250-500-name REGISTERs and '
-                   'a single 2,000-name one costs the emulation less per name, less again '
-                   'while other clients keep its one index server busy (likely fewer reads '
-                   'per byte: a busy server takes in many packets per read, an idle one '
-                   'wakes per packet; the model has one callback per 64 KiB train and no '
-                   'cost per read); with one index server all of the charge falls on its '
-                   'one simulated thread, which then serialises the clients')
+                   'a single 2,000-name one costs the emulation less per name%s; with one '
+                   'index server all of the charge falls on its one simulated thread, which '
+                   'then serialises the clients' % (
+                       '' if any(k.endswith('/first') for k in costs) else
+                       ' (each of Part I\'s REGISTERs is the first request on its '
+                       'connection, and without a /first charge that cost is fitted per '
+                       'name: analysis.sim_warmth)'))
     elif r < 1 and variant == 'register unbatched':
         why.append('an unbatched REGISTER (store an entry, answer) costs the emulation more '
                    'than a search of its size, and the model charges both alike')

@@ -29,6 +29,15 @@ there. The emulated time includes the delay daemons' own lateness in releasing h
 beside the fit and left inside ``base``, so the flag predicts the emulation; the system alone
 would be ``base`` minus that lateness.
 
+Two charges are measured, not fitted (``--warmth``, the default; ``analysis.sim_warmth``):
+a request whose index server or peer sat idle over 1 ms (cold) and the first request on a
+connection cost more, as differences of medians between such requests inside the same
+one-client points. They are charged to the serving kinds (``MODULE/cold``,
+``MODULE/first``) and subtracted before the fit, so the per-byte figure no longer carries
+the eight first requests Part I's batched REGISTERs make per 2,000 names (Part III's make
+one). A one-client repetition the emulation marked CPU-bound is left out of the fit when
+another repetition of its configuration was not.
+
 Two background charges (``--background``, the default) take a core without delaying the
 request they follow, for what the emulation's 2 cores run beside the nodes' request paths
 (measured on Part I's batched registers with ``benchmarks/dht8_cpu_split.py`` and
@@ -50,11 +59,13 @@ import sys
 import numpy as np
 import pandas as pd
 
-from analysis import crosscheck
+from analysis import crosscheck, sim_warmth
 from nodes.dht import codec
 
 KINDS = ('nodes.dht.server', 'nodes.dht.client', 'nodes.dht.peer')
+SERVING = ('nodes.dht.server', 'nodes.dht.peer')    # charged per cold and first request
 FEATURES = ('callbacks', 'server_bytes', 'client_bytes')
+WARMTH = ('cold', 'first')          # measured by analysis.sim_warmth, not fitted
 POLL_S = 0.005                      # the runner's wait_any poll (repronet.run.context)
 TRAIN = 65536                       # the simulator's stream train: one callback per train
 _DIGEST = b'\0' * 32
@@ -114,16 +125,20 @@ def op_features(rec):
 
 
 def point_features(emu_dir, point):
-    """Mean over the point's clients of the summed op_features of each client's log."""
+    """Mean over the point's clients of the summed op_features of each client's log, then
+    its cold and first requests (sim_warmth.counts)."""
     sums = []
     for path in sorted(glob.glob(str(pathlib.Path(emu_dir) / 'logs' /
                                      ('p%03d-client-*.jsonl' % int(point))))):
-        total = np.zeros(len(FEATURES))
+        total = np.zeros(len(FEATURES) + len(WARMTH))
+        ops = []
         with open(path) as f:
             for line in f:
                 rec = json.loads(line)
                 if rec.get('event') == 'op' and rec.get('ok'):
-                    total += op_features(rec)
+                    total[:len(FEATURES)] += op_features(rec)
+                    ops.append(rec)
+        total[len(FEATURES):] = sim_warmth.counts(ops)
         sums.append(total)
     if not sums:
         raise ValueError('%s has no client log of point %s (logs/p%03d-client-*.jsonl)'
@@ -133,7 +148,9 @@ def point_features(emu_dir, point):
 
 def fit_rows(emu_dir, sim_dir, parts=('I',), clients=1):
     """One row per fitted configuration: emulated and simulated ms per operation (means over
-    repetitions), operations per client and the mean features of a client."""
+    repetitions), operations per client and the mean features of a client. A repetition the
+    emulation marked CPU-bound (``cpu_bound``: something else had the cores) is left out
+    when another repetition of its configuration was not."""
     _check(emu_dir, sim_dir)
     emu, sim = _points(emu_dir), _points(sim_dir)
     key = ['part', 'variant', 'servers', 'concurrent_clients']
@@ -144,21 +161,28 @@ def fit_rows(emu_dir, sim_dir, parts=('I',), clients=1):
                          % (emu_dir, clients, ','.join(parts)))
     rows = []
     for k, group in pick.groupby(key, sort=True):
+        if 'cpu_bound' in group and (group['cpu_bound'] != True).any():  # noqa: E712
+            group = group[group['cpu_bound'] != True]                   # noqa: E712
         other = sim[(sim[key] == pd.Series(k, index=key)).all(axis=1)]['time_per_op_ms']
         if other.dropna().empty:
             raise ValueError('%s has no simulated point of %s' % (sim_dir, ' '.join(map(str, k))))
         feats = np.mean([point_features(emu_dir, p) for p in group['point']], axis=0)
         rows.append(dict(zip(key, k), emu_ms=group['time_per_op_ms'].mean(),
                          sim_ms=other.mean(), ops=group['ops_per_client'].mean(),
-                         **dict(zip(FEATURES, feats))))
+                         **dict(zip(FEATURES + WARMTH, feats))))
     return pd.DataFrame(rows)
 
 
-def fit(rows):
+def _per_op_ms(rows, columns):
+    return rows[list(columns)].to_numpy(float) / rows[['ops']].to_numpy(float) * 1000.0
+
+
+def fit(rows, warmth=(0.0, 0.0)):
     """(base, server_byte, client_byte) seconds, >= 0, minimising the squared relative error
-    of sim + charges against emu over rows."""
-    x = rows[list(FEATURES)].to_numpy(float) / rows[['ops']].to_numpy(float) * 1000.0  # ms/op
-    y = (rows['emu_ms'] - rows['sim_ms']).to_numpy(float)
+    of sim + charges against emu over rows, given the (cold, first) charges measured."""
+    x = _per_op_ms(rows, FEATURES)
+    y = (rows['emu_ms'] - rows['sim_ms']).to_numpy(float) - _per_op_ms(rows, WARMTH) @ \
+        np.asarray(warmth, float)
     w = 1.0 / rows['emu_ms'].to_numpy(float)
     active = list(range(len(FEATURES)))
     theta = np.zeros(len(FEATURES))
@@ -171,10 +195,10 @@ def fit(rows):
     return tuple(float(v) for v in theta)
 
 
-def predicted_ms(rows, theta):
+def predicted_ms(rows, theta, warmth=(0.0, 0.0)):
     """The linear prediction of each fitted row's ms per operation."""
-    x = rows[list(FEATURES)].to_numpy(float) / rows[['ops']].to_numpy(float) * 1000.0
-    return rows['sim_ms'].to_numpy(float) + x @ np.asarray(theta)
+    return rows['sim_ms'].to_numpy(float) + _per_op_ms(rows, FEATURES) @ np.asarray(theta) \
+        + _per_op_ms(rows, WARMTH) @ np.asarray(warmth, float)
 
 
 def _manifest(run_dir):
@@ -213,12 +237,15 @@ def exit_cost(emu_dir, poll=POLL_S):
     return float(np.median(lags)) if lags else None
 
 
-def flag(theta, exit_s=None, packet_s=None):
-    """The --sim-cost value of (base, server_byte, client_byte) and the background charges."""
+def flag(theta, exit_s=None, packet_s=None, warmth=(0.0, 0.0)):
+    """The --sim-cost value of (base, server_byte, client_byte), the (cold, first) charges
+    of the serving kinds and the background charges."""
     base, server_byte, client_byte = theta
     items = ['%s=%.3g' % (kind, base) for kind in KINDS]
     items += ['%s/byte=%.3g' % (kind, v) for kind, v in
               (('nodes.dht.server', server_byte), ('nodes.dht.client', client_byte)) if v]
+    items += ['%s/%s=%.3g' % (kind, what, v) for what, v in zip(WARMTH, warmth) if v
+              for kind in SERVING]
     if exit_s:
         items.append('nodes.dht.client/exit=%.3g' % exit_s)
     if packet_s:
@@ -238,6 +265,9 @@ def main(argv=None):
                    'many clients (default 1: nothing queues for a CPU)')
     p.add_argument('--background', action=argparse.BooleanOptionalAction, default=True,
                    help='add the per-packet and client-exit charges (default on)')
+    p.add_argument('--warmth', action=argparse.BooleanOptionalAction, default=True,
+                   help='measure and charge the cold and first requests at index servers '
+                   'and peers (analysis.sim_warmth; default on)')
     args = p.parse_args(argv)
     parts = tuple(filter(None, args.fit_parts.split(',')))
     if not parts or args.fit_clients < 1:
@@ -247,12 +277,21 @@ def main(argv=None):
     except ValueError as e:
         print('sim_cost: %s' % e, file=sys.stderr)
         return 1
-    theta = fit(rows)
+    warmth = (0.0, 0.0)
+    if args.warmth:
+        cold_s, first_s, _ = sim_warmth.measure(args.emu_dir, parts)
+        warmth = (cold_s or 0.0, first_s or 0.0)
+        print('measured on the one-client one-name requests of part %s: a cold request %s, '
+              'a first request on its connection %s more' % (
+                  ','.join(parts), 'not measured' if cold_s is None else
+                  '%.1f us' % (cold_s * 1e6), 'not measured' if first_s is None else
+                  '%.1f us' % (first_s * 1e6)))
+    theta = fit(rows, warmth)
     if not any(theta):
         print('sim_cost: the emulated points are not slower than the simulated ones: no '
               'processing cost to charge', file=sys.stderr)
         return 1
-    rows['fitted_ms'] = predicted_ms(rows, theta)
+    rows['fitted_ms'] = predicted_ms(rows, theta, warmth)
     print('fitted on %d configuration(s) (part %s, %d client(s)):'
           % (len(rows), ','.join(parts), args.fit_clients))
     for r in rows.itertuples():
@@ -272,7 +311,7 @@ def main(argv=None):
             'not measured' if exit_s is None else '%.1f ms' % (exit_s * 1e3),
             'not measured (no daemons, or the simulated run predates packet counts)'
             if packet_s is None else '%.1f us' % (packet_s * 1e6)))
-    print('--sim-cost %s' % flag(theta, exit_s, packet_s))
+    print('--sim-cost %s' % flag(theta, exit_s, packet_s, warmth))
     return 0
 
 

@@ -394,6 +394,11 @@ def test_a_per_byte_cost_gets_the_reasons_of_its_own_model():
         ('I', 'register batched', 8, 1, 'part1'), 0.4, cost))
     assert '250-500-name' in model_reasons(('III', 'register batched', 1, 4, 'part1'),
                                            1.5, cost)[0]
+    assert 'first request' in model_reasons(('III', 'register batched', 1, 1, 'part1'),
+                                            1.3, cost)[0]
+    assert 'first request' not in model_reasons(('III', 'register batched', 1, 1, 'part1'),
+                                                1.3, dict(cost, **{
+                                                    'nodes.dht.server/first': 4e-4}))[0]
     assert 'unbatched REGISTER' in model_reasons(('I', 'register unbatched', 8, 1, 'part1'),
                                                  0.8, cost)[0]
     assert 'five callbacks' in model_reasons(('I', 'download', 8, 1, 'part1'), 1.2, cost)[0]

@@ -127,3 +127,18 @@ def test_the_folders_must_be_an_emulated_and_an_uncharged_simulated_dht8_run(tmp
     fid = _folder(tmp_path / 'fid', rows, 'sim', experiment='fidelity')
     with pytest.raises(ValueError, match='sim_cost reads dht8 runs'):
         sim_cost.fit_rows(emu, fid)
+
+
+def test_a_cpu_bound_repetition_is_left_out_when_another_was_not(tmp_path):
+    """Something else had the cores in one repetition: its time does not enter the fit,
+    unless every repetition of the configuration was CPU-bound."""
+    emu, sim = _pair(tmp_path, extra=[(5, 'I', 'search', 1, 9.0)])
+    table = emu / 'tables' / 'points.csv'
+    lines = table.read_text().splitlines()
+    lines = [lines[0] + ',cpu_bound'] + [x + (',True' if x.startswith('5,') else ',False')
+                                         for x in lines[1:]]
+    table.write_text('\n'.join(lines) + '\n')
+    rows = sim_cost.fit_rows(emu, sim)
+    assert sim_cost.fit(rows) == pytest.approx(THETA, rel=1e-6)
+    table.write_text(table.read_text().replace(',False', ',True'))
+    assert sim_cost.fit(sim_cost.fit_rows(emu, sim)) != pytest.approx(THETA, rel=1e-3)

@@ -135,9 +135,10 @@ def build_parser(experiment):
     shared.add_argument(
         '--sim-cost', metavar='MODULE=SECONDS,...', default=None,
         help='sim only: CPU seconds charged per callback of each node program, e.g. '
-        'nodes.dht.server=3e-05, and per byte it received, nodes.dht.server/byte=4e-07 '
-        '(python -m analysis.sim_cost EMU_DIR SIM_DIR measures them from an emulation '
-        'run; default: no processing cost)')
+        'nodes.dht.server=3e-05, and per byte it received, nodes.dht.server/byte=4e-07; '
+        'also MODULE/cold, MODULE/first, MODULE/exit, packet and cold_after (see '
+        'repronet/sim/cpu.py; python -m analysis.sim_cost EMU_DIR SIM_DIR measures them '
+        'from an emulation run; default: no processing cost)')
     shared.add_argument(
         '--sim-cores', type=int, metavar='N', default=None,
         help='sim only: cores the --sim-cost charges share (default: this machine\'s)')

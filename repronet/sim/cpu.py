@@ -25,13 +25,28 @@ daemon's verdict and the kernel's forwarding, fitted by ``analysis.sim_cost`` fr
 daemons' CPU seconds), and ``KIND/exit=SECONDS`` once when a node of that kind ends (a
 client's interpreter teardown, 18-53 ms of CPU in the measured runs, which the other clients
 wait for).
+
+A callback into a node whose thread has sat idle longer than ``cold_after`` (default 1 ms)
+costs ``KIND/cold=SECONDS`` more (issue 13, measured on dht8's emulated logs): in Part I's
+one-client searches the same request took 0.10-0.13 ms longer when its index server had sat
+idle 8-16 ms than when it had been busy under 0.5 ms before (the process, its delay daemon
+and their caches are woken cold), and Part III's one server, asked again every 0.5 ms,
+never cools. A node's first callback is cold. ``cold_after=SECONDS`` sets the threshold.
+``KIND/first=SECONDS`` is charged on the first bytes a connection brings to a node of that
+kind (a request on a new connection took 0.3-0.5 ms longer than a cold one in the same
+runs). ``analysis.sim_warmth`` measures both.
 """
 
 import importlib.util
 
 PER_BYTE = '/byte'
 PER_EXIT = '/exit'
+PER_COLD = '/cold'
+PER_FIRST = '/first'
 PER_PACKET = 'packet'
+COLD_AFTER = 'cold_after'
+COLD_AFTER_S = 0.001                # default: idle longer than this, a callback is cold
+_SUFFIXES = (PER_BYTE, PER_EXIT, PER_COLD, PER_FIRST)
 
 
 class CpuModel:
@@ -42,27 +57,39 @@ class CpuModel:
         self.engine = engine
         self.free = [0.0] * max(1, int(cores))      # when each core is next idle
         self.costs = {k: v for k, v in costs.items()
-                      if not k.endswith((PER_BYTE, PER_EXIT)) and k != PER_PACKET}
+                      if not k.endswith(_SUFFIXES) and k not in (PER_PACKET, COLD_AFTER)}
         self.per_byte = {k[:-len(PER_BYTE)]: v for k, v in costs.items()
                          if k.endswith(PER_BYTE)}
         self.per_exit = {k[:-len(PER_EXIT)]: v for k, v in costs.items()
                          if k.endswith(PER_EXIT)}
+        self.per_cold = {k[:-len(PER_COLD)]: v for k, v in costs.items()
+                         if k.endswith(PER_COLD)}
+        self.per_first = {k[:-len(PER_FIRST)]: v for k, v in costs.items()
+                          if k.endswith(PER_FIRST)}
+        self.cold_after = costs.get(COLD_AFTER, COLD_AFTER_S)
         self.per_packet = costs.get(PER_PACKET, 0.0)
         self.thread = {}                            # node -> when its thread is next idle
         self.busy = 0.0                             # core-seconds charged so far
 
-    def claim(self, proc, nbytes=0):
-        """Charge one callback of proc that received nbytes; return the time its effects
-        happen, or None (free)."""
+    def claim(self, proc, nbytes=0, first=False):
+        """Charge one callback of proc that received nbytes (first: a connection's first
+        bytes); return the time its effects happen, or None (free)."""
         kind = getattr(proc, 'kind', None)
         cost = self.costs.get(kind, 0.0)
         if nbytes:
             cost += self.per_byte.get(kind, 0.0) * nbytes
+        if first:
+            cost += self.per_first.get(kind, 0.0)
         now = self.engine.now
+        last = self.thread.get(proc)
+        if kind in self.per_cold:
+            if last is None or now - last > self.cold_after:
+                cost += self.per_cold[kind]
+            elif not cost and last < now:
+                self.thread[proc] = now     # a free callback ran: the node is warm from now
         if not cost:        # free, but not before what the node's thread is still doing
-            busy = self.thread.get(proc, 0.0)
-            return busy if busy > now else None
-        ready = max(now, self.thread.get(proc, 0.0))
+            return last if last is not None and last > now else None
+        ready = now if last is None else max(now, last)
         i = self._core(ready)
         start = max(ready, self.free[i])
         end = start + cost
@@ -103,6 +130,11 @@ class CpuModel:
                'seconds_per_byte_received': self.per_byte}
         if self.per_exit:
             out['seconds_per_exit'] = self.per_exit
+        if self.per_cold:
+            out['seconds_per_cold_callback'] = self.per_cold
+            out['cold_after_seconds'] = self.cold_after
+        if self.per_first:
+            out['seconds_per_first_request'] = self.per_first
         if self.per_packet:
             out['seconds_per_packet_delivered'] = self.per_packet
         return out
@@ -110,7 +142,7 @@ class CpuModel:
 
 def parse_costs(text):
     """'nodes.dht.server=40e-6,nodes.dht.server/byte=4e-7,nodes.dht.client/exit=0.015,
-    packet=8e-5' -> {key: seconds}; ValueError."""
+    nodes.dht.server/cold=1e-4,packet=8e-5,cold_after=0.001' -> {key: seconds}; ValueError."""
     costs = {}
     for item in filter(None, (part.strip() for part in (text or '').split(','))):
         kind, sep, value = item.partition('=')
@@ -121,13 +153,14 @@ def parse_costs(text):
             seconds = -1.0
         if not sep or not kind or not 0 <= seconds < 1:
             raise ValueError('--sim-cost takes MODULE=SECONDS, MODULE/byte=SECONDS, '
-                             'MODULE/exit=SECONDS or packet=SECONDS,... with each cost in '
-                             '[0, 1) s, not %r' % item)
+                             'MODULE/exit=SECONDS, MODULE/cold=SECONDS, MODULE/first=SECONDS, '
+                             'packet=SECONDS or cold_after=SECONDS,... with each in [0, 1) s, '
+                             'not %r' % item)
         costs[kind] = seconds
     for kind in costs:
-        if kind == PER_PACKET:
+        if kind in (PER_PACKET, COLD_AFTER):
             continue
-        module = kind.rsplit('/', 1)[0] if kind.endswith((PER_BYTE, PER_EXIT)) else kind
+        module = kind.rsplit('/', 1)[0] if kind.endswith(_SUFFIXES) else kind
         if not _is_module(module):
             raise ValueError('--sim-cost names %s, which is not a module (a node program, '
                              'e.g. nodes.dht.server), so it would charge nothing' % module)

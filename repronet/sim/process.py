@@ -71,10 +71,11 @@ class _Log:
 class _Guarded:
     """A protocol whose callbacks pass through the node's _call (paused, dead, CPU)."""
 
-    __slots__ = ('proc', 'inner')
+    __slots__ = ('proc', 'inner', 'fresh')
 
     def __init__(self, proc, inner):
         self.proc, self.inner = proc, inner
+        self.fresh = True           # no bytes received yet (the CPU model's first request)
 
     def connection_made(self, conn):
         self.proc.conns[conn] = None
@@ -83,7 +84,8 @@ class _Guarded:
     def data_received(self, conn, data):
         proc = self.proc
         if proc.cpu is not None:
-            proc._call_sized(len(data), self.inner.data_received, conn, data)
+            first, self.fresh = self.fresh, False
+            proc._call_sized(len(data), self.inner.data_received, conn, data, first=first)
         elif proc.returncode is None and not proc.paused:
             self.inner.data_received(conn, data)        # _call's common case, inlined
         else:
@@ -266,8 +268,8 @@ class SimProcess:
         """SIGCONT: what waited runs now, in order."""
         self.paused = False
         held, self.held = self.held, []
-        for nbytes, fn, args in held:       # charged then, bytes and all
-            self.engine.at(self.engine.now, self._call_sized, nbytes, fn, *args)
+        for nbytes, first, fn, args in held:     # charged then, bytes and all
+            self.engine.at(self.engine.now, self._call_held, nbytes, first, fn, args)
 
     # -- internals ----------------------------------------------------------------------
     def _call(self, fn, *args):
@@ -277,25 +279,29 @@ class SimProcess:
         else:
             self._call_sized(0, fn, *args)
 
-    def _call_sized(self, nbytes, fn, *args):
-        """_call for a callback that received nbytes (charged per byte as well)."""
+    def _call_sized(self, nbytes, fn, *args, first=False):
+        """_call for a callback that received nbytes (charged per byte as well); first: the
+        first bytes of a connection."""
         if self.returncode is not None:
             return
         if self.paused:
-            self.held.append((nbytes, fn, args))
+            self.held.append((nbytes, first, fn, args))
             return
         if self.cpu is not None:
-            start = self.cpu.claim(self, nbytes)
+            start = self.cpu.claim(self, nbytes, first)
             if start is not None:           # run once a core and this node's thread are free
                 self.engine.at(start, self._run_charged, fn, args)
                 return
         fn(*args)
 
+    def _call_held(self, nbytes, first, fn, args):
+        self._call_sized(nbytes, fn, *args, first=first)
+
     def _run_charged(self, fn, args):
         if self.returncode is None and not self.paused:
             fn(*args)
         elif self.paused:
-            self.held.append((0, fn, args))
+            self.held.append((0, False, fn, args))
 
     def _release_sockets(self):
         for port in self.ports:
