@@ -16,7 +16,7 @@ CPUs were set apart for the daemons (``mechanisms.link_cpus``, ``--link-cpus``),
 then ran on fewer. One place, so every experiment's report says it.
 """
 
-from analysis.inputs import is_number
+from analysis.inputs import as_dict, is_number
 from repronet.emu.linkemu_holds import late_bound_us
 
 
@@ -47,8 +47,9 @@ def describe(manifest):
 def link_cpus(manifest):
     """' (CPU 1 set apart for the link delay daemons, the hosts on CPU 0)' when the run set CPUs
     apart (``--link-cpus``, ``repronet.emu.linkcpus``), else ''."""
-    record = (manifest.get('mechanisms') or {}).get('link_cpus')
-    if not isinstance(record, dict) or not record.get('reserved'):
+    record = as_dict(manifest.get('mechanisms')).get('link_cpus')
+    if not isinstance(record, dict) or not is_number(record.get('reserved')) \
+            or not record['reserved']:
         return ''
     return ' (CPU %s set apart for the link delay daemons, the hosts on CPU %s)' % (
         record.get('daemons'), record.get('rest'))

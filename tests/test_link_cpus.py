@@ -134,3 +134,9 @@ def test_the_machine_line_says_which_cpus_the_daemons_had():
         '2 CPUs (CPU 1 set apart for the link delay daemons, the hosts on CPU 0), 16.0 GiB')
     manifest['mechanisms']['link_cpus'] = linkcpus.LinkCpus(0, usable=[0, 1]).record()
     assert machine.describe(manifest).startswith('2 CPUs, 16.0 GiB')
+
+
+def test_the_machine_line_survives_odd_records():
+    base = {'provenance': {'host': {'cpus': 2, 'memory_bytes': 2 ** 34}}}
+    for mechanisms in ([1], 'x', {'link_cpus': [2]}, {'link_cpus': {'reserved': 'x'}}, None):
+        assert machine.describe(dict(base, mechanisms=mechanisms)).startswith('2 CPUs, 16.0')
