@@ -38,7 +38,9 @@ reading, ``repronet.run.cpu_span``) to ``logs/points.jsonl``
 (``repronet.run.point_loop``); then on EVERY exit path stop
 all node processes, stop the network, remove what a crash would have left,
 and finish the manifest (ok | failed | interrupted).  Finally it runs the
-experiment's analysis, the same code as ``python -m analysis RUN_DIR``.
+experiment's analysis, the same code as ``python -m analysis RUN_DIR``, still
+holding the lock, so that a run waiting for it does not time its first points
+beside this one's report writing.
 
 Ctrl-C is handled in one place (``repronet.run.signals``): SIGINT and SIGTERM
 raise ``Interrupted``, which unwinds through the teardown above; a signal during
@@ -196,14 +198,16 @@ class Experiment:
         os.environ['PYTHONPATH'] = os.pathsep.join(
             [str(REPO)] + [p for p in os.environ.get('PYTHONPATH', '').split(
                 os.pathsep) if p])
-        with SignalGuard() as guard:
+        # The lock is held through the analysis too: a run queued behind this one would
+        # otherwise measure its first points beside this one's report writing.
+        with SignalGuard() as guard, contextlib.ExitStack() as held:
             try:
-                with contextlib.nullcontext() if sim else leftovers.machine_lock():
-                    if not sim:
-                        leftovers.clean()
-                    status, folder = sim_interpreter.run_in(
-                        elsewhere, self, params, argv, guard) if elsewhere \
-                        else self._run(params, argv, points, guard)
+                if not sim:
+                    held.enter_context(leftovers.machine_lock())
+                    leftovers.clean()
+                status, folder = sim_interpreter.run_in(
+                    elsewhere, self, params, argv, guard) if elsewhere \
+                    else self._run(params, argv, points, guard)
             except Interrupted as e:    # before the results folder existed
                 print('%s: interrupted (%s) before the run started'
                       % (self.name, e), file=sys.stderr)
