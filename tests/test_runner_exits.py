@@ -21,10 +21,14 @@ from tests import nobody
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TINY = '''
-import sys, time
+import functools, os, sys, time
 from mininet.topo import Topo
 from repronet.emu.process import LogReady
+from repronet.run import leftovers
 from repronet.run.runner import Experiment
+
+if os.environ.get('TINY_LOCK'):     # a lock of the test's own, not the machine's
+    leftovers.machine_lock = functools.partial(leftovers.machine_lock, os.environ['TINY_LOCK'])
 
 STUBBORN = ("import json, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
             "print(json.dumps({'event': 'ready'}), flush=True); time.sleep(60)")
@@ -147,6 +151,22 @@ def test_ctrl_c_during_the_analysis_is_one_line(tmp_path):
     assert 'Traceback' not in err and 'KeyboardInterrupt' not in err
     assert err.strip().splitlines()[-1].startswith('tiny: analysis interrupted (SIGINT)')
     assert read_manifest(run)['status'] == 'ok'    # the run itself was complete
+
+
+@pytest.mark.root
+def test_the_lock_is_held_until_the_analysis_is_done(tmp_path):
+    """A run queued behind this one must not time its points beside this one's analysis.
+    (Fails on the runner before c81914a, which let the lock go before analysing.)"""
+    lock = tmp_path / 'lock'
+    proc = _start(tmp_path, '--mode', 'analysis', '--out', str(tmp_path / 'run'),
+                  env={'TINY_LOCK': str(lock)})
+    _wait_for_line(proc, 'ANALYSING')
+    during = subprocess.run(['flock', '-n', str(lock), 'true']).returncode
+    proc.send_signal(signal.SIGINT)
+    code, out, err = _finish(proc)
+    assert code == 130, (out, err)
+    assert during != 0, 'the lock was free while the analysis ran'
+    assert subprocess.run(['flock', '-n', str(lock), 'true']).returncode == 0
 
 
 @pytest.mark.root
