@@ -52,7 +52,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from repronet.emu.linkcpus import LinkCpus, LinkCpuError  # noqa: E402
-from repronet.emu.linkemu_holds import late_bound_us, summed_hist  # noqa: E402
+from repronet.emu import linkemu_holds  # noqa: E402
+from repronet.emu.linkemu_holds import late_bound_us  # noqa: E402
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
 from benchmarks.lan_latency_report import (TCP_MBIT, print_flood, print_rows,  # noqa: E402
@@ -116,39 +117,37 @@ def request_response(net, log_dir, count, interval):
 
 
 def lateness(stats):
-    """Over the daemons' counters: mean lateness weighted by released packets, the worst, the
-    mean time packets waited to be read, the share of packets with a kernel stamp, CPU s; the
-    largest learned spin window and wake-up overshoot quantile, and how many daemons left
-    SCHED_FIFO; bounds of the median and 99th percentile lateness from their histograms."""
-    total = weighted = worst = queued = stamped = unstamped = cpu = verdict = 0.0
-    spin, wake, demoted, forced = [], [], 0, 0
-    hist = summed_hist((r.get('counters') or {}).get('late_hist_log2_us') for r in stats.values())
+    """Over the daemons' counters: the lateness figures the manifest's ``link_holds`` gives
+    (``linkemu_holds.record``: mean weighted by released packets, the worst, bounds of the
+    median and 99th percentile from the summed histograms), and beside them the mean time
+    packets waited to be read, the share of packets with a kernel stamp, the verdicts' mean
+    time, CPU s, the largest learned spin window and wake-up overshoot quantile, and how many
+    daemons left SCHED_FIFO or were made to sleep."""
+    holds = linkemu_holds.record(
+        [{'host': name, 'hold_us_min': None, 'hold_us_max': None,
+          'cpu_s': record.get('cpu_s', 0.0), 'server': None} for name, record in stats.items()],
+        [record.get('counters') or {} for record in stats.values()], late_share=0)
+    queued = stamped = unstamped = 0
     for record in stats.values():
         counters = record.get('counters') or {}
-        held = counters.get('accepted', 0) - counters.get('unknown', 0)
-        total += held
-        weighted += counters.get('late_us_mean', 0.0) * held
-        verdict += counters.get('verdict_us_mean', 0.0) * counters.get('released', 0)
-        worst = max(worst, counters.get('late_us_max', 0.0))
         queued += counters.get('queued_us_mean', 0.0) * counters.get('stamped', 0)
         stamped += counters.get('stamped', 0)
         unstamped += counters.get('unstamped', 0)
-        cpu += record.get('cpu_s', 0.0)
-        if counters.get('spin_us') is not None:
-            spin.append(counters['spin_us'])
-        if counters.get('wake_samples'):
-            wake.append(counters['wake_overshoot_us_q'])
-        demoted += bool(counters.get('rt_demoted'))
-        forced += counters.get('forced_sleeps', 0)
-    released = sum((r.get('counters') or {}).get('released', 0) for r in stats.values())
-    return {'verdict_us': verdict / released if released else None,
+    rows = holds['daemons']
+    released = holds['released']
+    spin = [r['spin_us'] for r in rows if r['spin_us'] is not None]
+    wake = [r['wake_overshoot_us_q'] for r in rows if r['wake_samples']]
+    return {'verdict_us': sum((r['released'] or 0) * (r['verdict_us_mean'] or 0)
+                              for r in rows) / released if released else None,
             'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
-            'rt_demoted': demoted, 'forced_sleeps': forced, 'late_us_mean': weighted / total if total else None,
-            'late_us_max': worst if stats else None,
-            'late_us_p50': late_bound_us(hist, 0.5), 'late_us_p99': late_bound_us(hist, 0.99),
+            'rt_demoted': len(holds['rt_demoted']),
+            'forced_sleeps': sum(r['forced_sleeps'] or 0 for r in rows),
+            'late_us_mean': holds['late_us_mean'], 'late_us_max': holds['late_us_max'],
+            'late_us_p50': late_bound_us(holds['late_hist_log2_us'], 0.5),
+            'late_us_p99': late_bound_us(holds['late_hist_log2_us'], 0.99),
             'queued_us_mean': queued / stamped if stamped else None,
             'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
-            'daemon_cpu_s': cpu}
+            'daemon_cpu_s': sum(r['cpu_s'] for r in rows)}
 
 
 @contextlib.contextmanager

@@ -257,10 +257,13 @@ def check_shared(params, limits=None):
 def _check_link_cpus(params):
     """--link-cpus: a count that leaves the hosts at least one CPU, on this machine only."""
     count = getattr(params, 'link_cpus', None)
-    if count is not None and count < 0:
-        raise UsageError('--link-cpus takes a whole number of CPUs, 0 or more')
     if not count:
         return
+    from repronet.emu.linkcpus import LinkCpus, LinkCpuError
+    try:
+        LinkCpus(count)
+    except LinkCpuError as e:
+        raise UsageError(str(e)) from None
     if getattr(params, 'machines', None):
         raise UsageError('--link-cpus places the delay daemons of this machine; with '
                          '--machines the other servers\' daemons would stay shared, so '
@@ -268,11 +271,6 @@ def _check_link_cpus(params):
     if params.links == 'netem':
         raise UsageError('--link-cpus places the linkdelay daemons, and --links netem '
                          'has none')
-    from repronet.emu.linkcpus import LinkCpus, LinkCpuError
-    try:
-        LinkCpus(count)
-    except LinkCpuError as e:
-        raise UsageError(str(e)) from None
 
 
 def _check_machines(params):
