@@ -370,6 +370,32 @@ def test_fidelity_rows_configured_emu_sim_and_what_the_simulation_lacks(tmp_path
     assert '](figures/crosscheck_fidelity.png)' in report
 
 
+def test_a_rare_loss_inside_both_intervals_is_called_sampling_noise(tmp_path):
+    """0.1 % of 20,000 probes: 16 lost emulated, 29 simulated (sim/emu 1.81, outside 15 %),
+    both inside the 99 % interval: the row says sampling noise instead of leaving it for the
+    lead. A count outside the interval gets no such phrase."""
+    head = ('point,repetition,kind,shape,configured_loss_pct,measured_loss_pct,lost,'
+            'lost_lo99,lost_hi99,inside_99\n')
+    rtt = RTT + '0,0,delay,two-host,10,0,0,2,20,0,20.4,0.1\n'
+    emu = _fidelity(tmp_path / 'emu', 'emu', rtt,
+                    loss=head + '1,0,loss,multi-hop,0.1,0.08,16,10,32,True\n'
+                                '2,0,loss,two-host,0.1,0.20,40,10,32,False\n')
+    sim = _fidelity(tmp_path / 'sim', 'sim', rtt,
+                    loss=head + '1,0,loss,multi-hop,0.1,0.145,29,10,32,True\n'
+                                '2,0,loss,two-host,0.1,0.10,20,10,32,True\n')
+    table = crosscheck.build(emu, sim, tmp_path / 'out')['crosscheck_fidelity']
+    table = table.set_index(['measure', 'shape', 'setting'])
+    noise = table.loc[('one-way loss (%)', 'multi-hop', 'configured_loss_pct 0.1')]
+    assert noise['within_15pct'] == False     # noqa: E712 (numpy bool)
+    assert noise['note'].startswith('both lost counts (emulated 16, simulated 29) lie inside '
+                                    "the configured loss's 99 % binomial interval (10..32)")
+    outside = table.loc[('one-way loss (%)', 'two-host', 'configured_loss_pct 0.1')]
+    assert 'sampling noise' not in outside['note']
+    assert outside['note'].startswith('the emulation is further from the configured value')
+    report = (tmp_path / 'out' / 'report.md').read_text()
+    assert 'sampling noise, not the link model' in report
+
+
 def test_the_model_reasons_name_what_the_simulator_leaves_out():
     """Rows outside the target get the known causes: no processing charged at all, a
     batched message's names, one server's thread overcharged; none for a row within."""
