@@ -13,7 +13,10 @@ from then on), which would otherwise only show as a late figure. It says whether
 were kept out of sleeping idle states (manifest ``cpu_idle``, ``repronet.emu.cpuidle``), since
 a CPU woken from a halt adds tens of microseconds to every operation at LAN delays, and which
 CPUs were set apart for the daemons (``mechanisms.link_cpus``, ``--link-cpus``), since the hosts
-then ran on fewer. One place, so every experiment's report says it.
+then ran on fewer; and how much CPU time a hypervisor took from the machine (steal, from the
+CPU sampler), since on a shared VM a burst of it stalls every host and daemon on that CPU at
+once and shows up as lateness and slow operations no link or node caused. One place, so every
+experiment's report says it.
 """
 
 from analysis.inputs import as_dict, is_number
@@ -29,7 +32,7 @@ def host(manifest):
 def describe(manifest):
     """'4 CPUs (2 usable by the run), 7.8 GiB memory, <model>' from the manifest."""
     info = host(manifest)
-    late = '; '.join(filter(None, [holds(manifest), idle(manifest)]))
+    late = '; '.join(filter(None, [holds(manifest), idle(manifest), steal(manifest)]))
     if not info:
         return 'machine not recorded in the manifest' + ('; ' + late if late else '')
     cpus, usable = info.get('cpus'), info.get('cpus_usable')
@@ -142,6 +145,25 @@ def _servers(record):
         return ' (the same on %d other server%s)' % (len(servers), 's' * (len(servers) > 1))
     return ' (not on %s: %s)' % (', '.join(missed), '; '.join(
         str((servers[name] or {}).get('effect') or 'not recorded') for name in missed))
+
+
+def steal(manifest):
+    """'the hypervisor took 0.6 % of the judged CPUs' time (steal), 32 % of CPU 0's worst 0.5 s
+    sample', one clause; '' when the sampler saw none or the run recorded no samples."""
+    cpu = as_dict(manifest.get('cpu'))
+    mean = cpu.get('steal_mean')
+    per_core = [(v, i) for i, v in enumerate(cpu.get('core_steal_max') or []) if is_number(v)]
+    worst = max(per_core) if per_core else None
+    if not is_number(mean) or (not mean and not (worst and worst[0])):
+        return ''
+    text = 'the hypervisor took %.1f %% of the %sCPU time (steal)' % (
+        100 * mean, 'hosts\' ' if cpu.get('judged_cpus') else '')
+    if worst and worst[0]:
+        names = cpu.get('cores') or []
+        name = names[worst[1]] if worst[1] < len(names) else 'cpu%d' % worst[1]
+        text += ', %.0f %% of %s\'s worst %g s sample' % (
+            100 * worst[0], str(name).replace('cpu', 'CPU '), cpu.get('interval') or 0)
+    return text
 
 
 def _sleeps(count):

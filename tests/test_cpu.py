@@ -42,7 +42,8 @@ def test_busy_loop_raises_its_core(tmp_path):
     assert summary['mean'] >= 0.5 / os.cpu_count()
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert lines == monitor.samples
-    assert all(set(s) == {'t', 'busy', 'steal', 'cores', 'phase'} for s in lines)
+    assert all(set(s) == {'t', 'busy', 'steal', 'cores', 'core_steal', 'phase'} for s in lines)
+    assert all(len(s['core_steal']) == len(s['cores']) for s in lines)
 
 
 def test_stop_is_clean_and_final():
@@ -75,6 +76,20 @@ def test_summary_applies_the_35_percent_idle_bar():
     monitor.samples = monitor.samples[:18] + [{'t': 19, 'busy': 0.7, 'steal': 0.0,
                                                'cores': [0.7, 0.7]}] + monitor.samples[:1]
     assert monitor.summary()['saturated'] is False  # 1 of 20 over: exactly 5 %, allowed
+
+
+def test_summary_keeps_the_worst_steal_per_core():
+    """A burst of steal (the hypervisor taking the VM's CPU) is kept as the worst sample per
+    core, not only averaged away; samples from before core_steal existed count as none."""
+    monitor = CpuMonitor()
+    monitor.samples = [{'t': i, 'busy': 0.3, 'steal': s, 'cores': [0.3, 0.3],
+                        'core_steal': [s, 0.0]} for i, s in enumerate([0.0] * 9 + [0.3])]
+    monitor.samples.append({'t': 10, 'busy': 0.3, 'steal': 0.0, 'cores': [0.3, 0.3]})
+    summary = monitor.summary()
+    assert summary['steal_mean'] == pytest.approx(0.3 / 11, abs=1e-4)
+    assert summary['steal_max'] == 0.3
+    assert summary['core_steal_max'] == [0.3, 0.0]
+    assert CpuMonitor().summary()['core_steal_max'] == []
 
 
 @pytest.mark.parametrize('kwargs', [{'interval': 0}, {'threshold': 1.5}])

@@ -90,3 +90,18 @@ def test_the_tail_and_the_read_share_of_the_lateness_are_stated():
     tail = [1] + [0] * 14 + [1]
     assert '99 % of packets 16 ms late or more' in machine.holds(_manifest(late_hist_log2_us=tail))
     assert '(' not in machine.holds(_manifest()).split('holds of')[1]
+
+
+def test_steal_is_stated_with_its_worst_sample():
+    """The hypervisor's share of the CPU time and its worst sample follow on the machine line;
+    a run with none (bare metal) or no samples says nothing about it."""
+    cpu = {'steal_mean': 0.0062, 'steal_max': 0.32, 'core_steal_max': [0.32, 0.05],
+           'cores': ['cpu0', 'cpu1'], 'interval': 0.5, 'judged_cpus': [0]}
+    line = machine.describe(dict(HOST, cpu=cpu))
+    assert line.endswith("; the hypervisor took 0.6 % of the hosts' CPU time (steal), 32 % of "
+                         "CPU 0's worst 0.5 s sample")
+    del cpu['judged_cpus']
+    assert 'took 0.6 % of the CPU time (steal)' in machine.describe(dict(HOST, cpu=cpu))
+    none = dict(cpu, steal_mean=0.0, steal_max=0.0, core_steal_max=[0.0, 0.0])
+    for manifest in (dict(HOST, cpu=none), HOST, dict(HOST, cpu={'steal_mean': None})):
+        assert 'steal' not in machine.describe(manifest)

@@ -34,7 +34,10 @@ verdict (by the same bar) for ``points.jsonl``.
 
 ``CpuMonitor`` samples in a daemon thread; it is a context manager, or use
 ``start()``/``stop()``. Samples are kept in memory and, if ``path`` is given, appended as
-JSON lines ``{"t", "busy", "steal", "cores", "phase"}`` (``t`` is wall-clock seconds).
+JSON lines ``{"t", "busy", "steal", "cores", "core_steal", "phase"}`` (``t`` is wall-clock
+seconds). Steal is the time the hypervisor gave this VM's CPU to someone else: on a shared
+cloud VM it comes in bursts (seen here: a third of a 0.5 s sample) that stall every process
+and daemon on that CPU at once, so the summary keeps its worst sample, not only its mean.
 """
 
 import json
@@ -62,6 +65,14 @@ def read_stat(path='/proc/stat'):
             total = sum(values)
             counters[name] = (total, values[3] + values[4], values[7])
     return counters
+
+
+def _column_max(samples, key):
+    """Per core, the largest value of samples' list ``key`` (None where no sample has one;
+    samples written before the key existed have none)."""
+    columns = [[v for v in col if v is not None]
+               for col in zip(*[s.get(key) or [None] * len(s['cores']) for s in samples])]
+    return [max(c) if c else None for c in columns]
 
 
 def _sum(counters, names):
@@ -169,10 +180,12 @@ class CpuMonitor:
                 busy, steal = _busy(_sum(before, names), _sum(after, names))
             else:
                 busy, steal = _busy(before['cpu'], after['cpu'])
-            cores = [round(_busy(before[n], after[n])[0], 4) if n in before and n in after
-                     else None for n in self.core_names]
+            each = [_busy(before[n], after[n]) if n in before and n in after else None
+                    for n in self.core_names]
             sample = {'t': round(time.time(), 3), 'busy': round(busy, 4),
-                      'steal': round(steal, 4), 'cores': cores}
+                      'steal': round(steal, 4),
+                      'cores': [round(e[0], 4) if e else None for e in each],
+                      'core_steal': [round(e[1], 4) if e else None for e in each]}
             with self._lock:
                 sample['phase'] = None if self._phase_changed else self._phase
                 self._phase_changed = False
@@ -195,7 +208,8 @@ class CpuMonitor:
             'threshold': self.threshold, 'max_over_fraction': self.max_over_fraction,
             'core_threshold': self.core_threshold, 'mean': None, 'max': None,
             'core_mean': [], 'core_max': [], 'over_fraction': None,
-            'core_over_fraction': None, 'steal_mean': None, 'saturated': False})
+            'core_over_fraction': None, 'steal_mean': None, 'steal_max': None,
+            'core_steal_max': [], 'saturated': False})
         if not samples:
             return result
         busy = [s['busy'] for s in samples]
@@ -210,6 +224,8 @@ class CpuMonitor:
             core_over_fraction=round(sum(
                 any(v is not None and v > self.core_threshold for v in s['cores'])
                 for s in samples) / len(samples), 4),
-            steal_mean=round(sum(s['steal'] for s in samples) / len(samples), 4))
+            steal_mean=round(sum(s['steal'] for s in samples) / len(samples), 4),
+            steal_max=max(s['steal'] for s in samples),
+            core_steal_max=_column_max(samples, 'core_steal'))
         result['saturated'] = result['over_fraction'] > self.max_over_fraction
         return result
