@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
+from benchmarks.args import whole  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_HOSTS = 2000
@@ -132,9 +133,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--sizes', type=sizes, default=[50, 100, 200, 400],
                         help='host counts, comma-separated (default 50,100,200,400)')
-    parser.add_argument('--per-leaf', type=int, choices=range(1, 101), default=10,
+    parser.add_argument('--per-leaf', type=whole(1, 100), default=10,
                         metavar='1..100', help='hosts per leaf switch (default 10)')
-    parser.add_argument('--repeat', type=int, choices=range(1, 21), default=1,
+    parser.add_argument('--repeat', type=whole(1, 20), default=1,
                         metavar='1..20', help='builds of each per size; medians (default 1)')
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
