@@ -13,7 +13,9 @@ from then on), which would otherwise only show as a late figure. It says whether
 were kept out of sleeping idle states (manifest ``cpu_idle``, ``repronet.emu.cpuidle``), since
 a CPU woken from a halt adds tens of microseconds to every operation at LAN delays, and which
 CPUs were set apart for the daemons (``mechanisms.link_cpus``, ``--link-cpus``), since the hosts
-then ran on fewer; and how much CPU time a hypervisor took from the machine (steal, from the
+then ran on fewer; the CPU sample that held the daemons' worst release (how much the
+hypervisor took of each CPU then: a lone release milliseconds late is the VM stalling as often
+as the daemon); and how much CPU time a hypervisor took from the machine (steal, from the
 CPU sampler), since on a shared VM a burst of it stalls every host and daemon on that CPU at
 once and shows up as lateness and slow operations no link or node caused. One place, so every
 experiment's report says it.
@@ -80,6 +82,7 @@ def holds(manifest):
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))
     text += _daemon_cpu(record.get('daemons'))
+    text += _worst_sample(record)
     demoted = record.get('rt_demoted') or []
     if demoted:
         text += ('; %d of %d daemons (%s) left SCHED_FIFO during the run (they ran their '
@@ -103,6 +106,26 @@ def _spread(record):
         bits.append('%.1f us of the mean from packets the daemons read after their deadline'
                     % read)
     return ' (%s)' % '; '.join(bits) if bits else ''
+
+
+def _worst_sample(record):
+    """'; the worst release (s2's daemon) fell in a CPU sample in which the hypervisor took
+    6 % of CPU 1 and 0 % of CPU 0' from ``late_max_sample`` ('' without one)."""
+    sample = record.get('late_max_sample')
+    if not isinstance(sample, dict):
+        return ''
+    host = record.get('late_max_host')
+    who = ' (%s\'s daemon)' % host if host else ''
+    steal = [v for v in sample.get('core_steal') or [] if is_number(v)]
+    busy = [v for v in sample.get('cores') or [] if is_number(v)]
+    if steal and any(steal):
+        return ('; the worst release%s fell in a CPU sample in which the hypervisor took %s'
+                % (who, ' and '.join('%.0f %% of CPU %d' % (100 * v, i)
+                                     for i, v in enumerate(steal))))
+    if steal:
+        return ('; the worst release%s fell in a CPU sample with no steal (CPUs %s busy)'
+                % (who, ' / '.join('%.0f %%' % (100 * v) for v in busy)))
+    return ''
 
 
 def _daemon_cpu(rows):

@@ -92,6 +92,16 @@ def test_summary_keeps_the_worst_steal_per_core():
     assert CpuMonitor().summary()['core_steal_max'] == []
 
 
+def test_sample_at_finds_the_interval_holding_a_moment():
+    monitor = CpuMonitor(interval=0.5)
+    monitor.samples = [{'t': 10.0 + 0.5 * i, 'busy': 0.1 * i, 'steal': 0.0, 'cores': [0.0]}
+                       for i in range(4)]                  # intervals end at 10.0 .. 11.5
+    assert monitor.sample_at(10.2)['t'] == 10.5
+    assert monitor.sample_at(10.5)['t'] == 10.5            # an end belongs to its interval
+    assert monitor.sample_at(9.6)['t'] == 10.0
+    assert monitor.sample_at(9.4) is None and monitor.sample_at(11.6) is None
+
+
 @pytest.mark.parametrize('kwargs', [{'interval': 0}, {'threshold': 1.5}])
 def test_bad_arguments_are_refused(kwargs):
     with pytest.raises(ValueError):

@@ -20,6 +20,8 @@ learned spin window within its floor and cap, and its CPU budget (a daemon that 
 window, as bf1644d's, fails here).
 """
 
+import time
+
 import pytest
 
 pytestmark = pytest.mark.root
@@ -35,6 +37,7 @@ def test_mean_lateness_beside_a_cpu_hog(tmp_path):
     """Mean lateness <= 5 us x 10 with hogs; the daemons ran SCHED_FIFO on kernel stamps."""
     from benchmarks.lan_latency import lateness, pair, request_response, start_hogs, stop_hogs
     from repronet.emu import capabilities, network
+    began = time.time()
     net = network.Network(pair(DELAY_MS), 'lxbr', 'auto', capabilities.probe(), seed=1,
                           log_dir=tmp_path).start()
     hogs = []
@@ -67,6 +70,11 @@ def test_mean_lateness_beside_a_cpu_hog(tmp_path):
     assert abs(split - holds['late_us_mean']) < 0.01
     assert min(holds['late_%s_us_mean' % part] for part in ('read', 'chain', 'wake')) >= 0
     assert sum(holds['late_hist_log2_us']) == holds['released']
+    # The worst release is named with its daemon and its moment, inside the test's own time
+    # (the daemon converts its monotonic clock to Unix seconds), for the runner's CPU sample.
+    top = max(holds['daemons'], key=lambda r: r['late_us_max'])
+    assert holds['late_max_host'] == top['host'] and holds['late_us_max'] == top['late_us_max']
+    assert began < holds['late_max_at'] < time.time()
     # Neither daemon left the real-time class, and each recorded the spin window it used
     # (learned from its own sleeps, within the floor and the cap) and its CPU budget.
     assert holds['rt_demoted'] == []

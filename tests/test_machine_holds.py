@@ -105,3 +105,22 @@ def test_steal_is_stated_with_its_worst_sample():
     none = dict(cpu, steal_mean=0.0, steal_max=0.0, core_steal_max=[0.0, 0.0])
     for manifest in (dict(HOST, cpu=none), HOST, dict(HOST, cpu={'steal_mean': None})):
         assert 'steal' not in machine.describe(manifest)
+
+
+def test_the_cpu_sample_of_the_worst_release_says_whether_the_vm_stalled():
+    """With the sample that held the worst release, the line says how much the hypervisor took
+    of each CPU then, or that it took nothing and how busy the CPUs were."""
+    stalled = {'t': 10.0, 'busy': 0.5, 'steal': 0.0, 'cores': [1.0, 0.4],
+               'core_steal': [0.0, 0.06]}
+    line = machine.describe(_manifest(late_max_host='s2', late_max_at=9.8,
+                                      late_max_sample=stalled))
+    assert "; the worst release (s2's daemon) fell in a CPU sample in which the hypervisor " \
+           "took 0 % of CPU 0 and 6 % of CPU 1" in line
+    quiet = dict(stalled, core_steal=[0.0, 0.0])
+    line = machine.describe(_manifest(late_max_host='s2', late_max_sample=quiet))
+    assert "worst release (s2's daemon) fell in a CPU sample with no steal (CPUs 100 % / 40 % " \
+           "busy)" in line
+    old = dict(stalled)
+    del old['core_steal']        # samples from before core_steal existed
+    assert 'worst release' not in machine.describe(_manifest(late_max_sample=old))
+    assert 'worst release' not in machine.describe(_manifest(late_max_sample=None))

@@ -11,14 +11,18 @@ under 1 us, bucket k from 2^(k-1) to 2^k us, the last open), from which ``late_b
 gives an upper bound of any quantile. ``marked`` is True when the mean exceeds
 ``late_share`` of the smallest configured hold (jitter aside); ``rt_demoted`` lists the
 daemons that left SCHED_FIFO; ``serial_us_mean`` is the mean time a packet's bits took on
-its path's rated links (linkdelay_wire.c) before its hold began.
+its path's rated links (linkdelay_wire.c) before its hold began. ``late_max_host`` and
+``late_max_at`` (Unix seconds) say whose and when the worst release was, so that the runner
+can set the CPU sample of that moment beside it (``late_max_sample``: a stall of the whole VM,
+the hypervisor's steal, shows there, not in the daemon).
 """
 
 FIELDS = ('late_us_mean', 'late_us_max', 'late_read_us_mean', 'late_chain_us_mean',
           'late_wake_us_mean', 'late_us_bounds', 'late_hist_log2_us', 'queued_us_mean',
           'verdict_us_mean', 'serialised', 'serial_us_mean', 'policy', 'rt_demoted',
           'rt_demoted_after_s', 'forced_sleeps', 'spin_ms', 'spin_us', 'spin_cap_us',
-          'spin_permille', 'wake_samples', 'wake_overshoot_us_q', 'wake_overshoot_us_max')
+          'spin_permille', 'wake_samples', 'wake_overshoot_us_q', 'wake_overshoot_us_max',
+          'late_us_max_at')
 PARTS = ('read', 'chain', 'wake')
 
 
@@ -38,6 +42,8 @@ def record(daemons, finals, late_share):
     mins = [r['hold_us_min'] for r in rows if r['hold_us_min']]
     maxes = [r['hold_us_max'] for r in rows if r['hold_us_max']]
     worst = [r['late_us_max'] for r in rows if r['late_us_max'] is not None]
+    top = max((r for r in rows if r['late_us_max'] is not None and r['released']),
+              key=lambda r: r['late_us_max'], default=None)
     mean = weighted('late_us_mean')
     timed = sum(r['serialised'] or 0 for r in rows)
     serial = sum((r['serialised'] or 0) * (r['serial_us_mean'] or 0) for r in rows)
@@ -45,6 +51,8 @@ def record(daemons, finals, late_share):
             'late_share': late_share, 'hold_us_min': min(mins) if mins else None,
             'hold_us_max': max(maxes) if maxes else None, 'released': held,
             'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,
+            'late_max_host': top['host'] if top else None,
+            'late_max_at': top['late_us_max_at'] if top else None,
             **{'late_%s_us_mean' % part: weighted('late_%s_us_mean' % part) for part in PARTS},
             'late_hist_log2_us': summed_hist(r['late_hist_log2_us'] for r in rows),
             'marked': bool(mins and mean is not None and mean > late_share * min(mins)),

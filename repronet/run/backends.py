@@ -119,6 +119,13 @@ def link_holds(net, name):
     return record
 
 
+def worst_release_sample(holds, monitor):
+    """Set the CPU sample that held the daemons' worst release beside it in their record
+    (``late_max_sample``), so the report can say whether the VM itself stalled then."""
+    if holds and isinstance(holds.get('late_max_at'), (int, float)):
+        holds['late_max_sample'] = monitor.sample_at(holds['late_max_at'])
+
+
 def cpu_idle(net):
     """After teardown: the idle-state record with the states entered during the run (None
     for a simulated run, which has no CPUs to keep awake)."""

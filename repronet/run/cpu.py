@@ -195,6 +195,12 @@ class CpuMonitor:
                 self._handle.flush()
             before = after
 
+    def sample_at(self, t):
+        """The sample whose interval holds the Unix time t (None when none does)."""
+        with self._lock:
+            samples = list(self.samples)
+        return next((s for s in samples if s['t'] - self.interval < t <= s['t']), None)
+
     def summary(self):
         """Mean/max utilization and the saturation verdict over the samples so far."""
         with self._lock:

@@ -317,6 +317,7 @@ class Experiment:
             if monitor is not None:
                 monitor.stop()
                 fields['cpu'] = monitor.summary()
+                backends.worst_release_sample(fields.get('link_holds'), monitor)
                 if fields['cpu'].get('saturated'):
                     print('%s: WARNING: the CPU was saturated during this run;'
                           ' the machine, not the emulated network, may have '

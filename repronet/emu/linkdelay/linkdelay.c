@@ -78,7 +78,7 @@ struct ld_table table;
 struct ld_heap heap;
 uint64_t seed, host_id;
 uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
-uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
+uint64_t late_ns_sum, late_ns_max, late_max_at_ns, released, verdict_ns_sum;
 uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
 uint64_t serialised, serial_ns_sum, serial_ns_max;
 uint64_t late_read_ns_sum, late_chain_ns_sum, late_wake_ns_sum, late_hist[LD_LATE_BUCKETS];
@@ -98,6 +98,12 @@ static uint64_t clock_ns(clockid_t clock)
 static uint64_t now_ns(void)
 {
 	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/* A CLOCK_MONOTONIC time in Unix seconds (CLOCK_REALTIME), by the clocks' offset now. */
+double unix_seconds(uint64_t mono_ns)
+{
+	return ((double)clock_ns(CLOCK_REALTIME) - (double)now_ns() + (double)mono_ns) / 1e9;
 }
 
 /*
@@ -211,8 +217,10 @@ static uint64_t release_due(uint64_t now)
 		late_read_ns_sum += read;
 		late_wake_ns_sum += late - chain - read;
 		late_hist[ld_late_bucket(late)]++;
-		if (late > late_ns_max)
+		if (late > late_ns_max) {
 			late_ns_max = late;
+			late_max_at_ns = now;
+		}
 		accepted++;
 		released++;
 		verdict(item.id, NF_ACCEPT);

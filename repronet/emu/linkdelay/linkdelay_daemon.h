@@ -14,7 +14,7 @@ extern struct ld_table table;
 extern struct ld_heap heap;
 extern uint64_t seed, host_id;
 extern uint64_t arrivals, accepted, dropped, unknown, enobufs, verdict_errors;
-extern uint64_t late_ns_sum, late_ns_max, released, verdict_ns_sum;
+extern uint64_t late_ns_sum, late_ns_max, late_max_at_ns, released, verdict_ns_sum;
 extern uint64_t queued_ns_sum, queued_ns_max, stamped, unstamped;
 extern uint64_t serialised, serial_ns_sum, serial_ns_max;
 extern uint64_t late_read_ns_sum, late_chain_ns_sum, late_wake_ns_sum, late_hist[LD_LATE_BUCKETS];
@@ -28,5 +28,6 @@ void print_stats(const char *event);        /* one {"event": event, ...} line, f
 void control(char *buf, size_t *len);       /* act on the complete lines in buf, keep the rest */
 void usage(const char *why, const char *arg);                   /* one line, exit 2 */
 uint64_t flag_number(const char *flag, const char *text, uint64_t max); /* or exit 2 */
+double unix_seconds(uint64_t mono_ns);      /* a CLOCK_MONOTONIC time as Unix seconds */
 
 #endif

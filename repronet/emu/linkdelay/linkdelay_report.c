@@ -58,6 +58,12 @@ void print_stats(const char *event)
 	       (unsigned long long)enobufs, (unsigned long long)verdict_errors,
 	       (unsigned long long)seed);
 	print_schedule();
+	/* when the worst release happened (Unix seconds), so that a run can set it beside the
+	 * CPU samples of that moment (the hypervisor's steal, a busy core); null before any */
+	if (released)
+		printf(", \"late_us_max_at\": %.6f", unix_seconds(late_max_at_ns));
+	else
+		printf(", \"late_us_max_at\": null");
 	printf(", \"late_read_us_mean\": %.3f, \"late_chain_us_mean\": %.3f, "
 	       "\"late_wake_us_mean\": %.3f, \"late_us_bounds\": {", per_release(late_read_ns_sum),
 	       per_release(late_chain_ns_sum), per_release(late_wake_ns_sum));
