@@ -72,6 +72,27 @@ def test_eta_weighs_the_points_left_by_their_estimates():
     assert out.getvalue().splitlines()[0].endswith('ETA 0:00:31')
 
 
+def test_eta_scales_each_kind_by_its_own_finished_points():
+    """Two quick points of one kind as estimated, then a point of another kind that took ten
+    times its estimate: the last point, of that kind and estimated ten units, is expected to
+    take 100 s, not the 40 s that all points' ratio (12 s over 3 units) would say. Before a
+    point of its kind has finished, a kind is scaled by all finished points."""
+    now = [0.0]
+    out = io.StringIO()
+    progress = sweep.Progress(4, stream=out, clock=lambda: now[0],
+                              weights=[1.0, 1.0, 1.0, 10.0], kinds=['a', 'a', 'b', 'b'])
+    for took in (1, 1):
+        now[0] += took
+        progress.point_done({'point': 0})
+    assert out.getvalue().splitlines()[1].endswith('ETA 0:00:11')   # 11 units at 1 s each
+    now[0] += 10
+    progress.point_done({'point': 2})
+    assert out.getvalue().splitlines()[2].endswith('ETA 0:01:40')
+    same = sweep.Progress(4, stream=io.StringIO(), clock=lambda: now[0],
+                          weights=[1.0, 1.0, 1.0, 10.0])
+    assert same.kinds == [None] * 4
+
+
 class _Exp:
     """A minimal experiment for the option parser."""
 

@@ -200,6 +200,11 @@ class Dht8(Experiment):
         return dht8_plan.estimate_seconds(point, spec.count,
                                           dht_files.expected_bytes(spec), params)
 
+    def eta_kind(self, point):
+        """Downloads, batched and unbatched registers and searches err differently."""
+        return '%s%s' % (point['op'], ' batched' if point['op'] == 'register' and
+                         point.get('batch') else '')
+
     def disk(self, params):
         """Return [(path, bytes)]: the file sets and the largest download under --workdir."""
         return dht8_plan.disk_needs(params, combos(params))

@@ -137,6 +137,11 @@ class Experiment:
         """Return the expected seconds of one point (weights the ETA), or None."""
         return None
 
+    def eta_kind(self, point):
+        """Return the kind of work of one point (the ETA scales each kind's estimates by how
+        that kind's finished points compared with theirs), or None: one kind."""
+        return None
+
     def disk(self, params):
         """Return [(path, bytes)] the run will write outside its results folder."""
         return []
@@ -264,7 +269,8 @@ class Experiment:
                 folder.start(self.name, vars(params), params.seed,
                              [sys.argv[0]] + argv, points=len(points))
             progress = sweep.Progress(len(points), weights=[
-                self.estimate(params, p) for p in points])
+                self.estimate(params, p) for p in points], kinds=[
+                self.eta_kind(p) for p in points])
             net, monitor, ctx = backends.build(self, params, folder, state, guard,
                                                progress, REPO, made)
             self.failed_operations = []

@@ -19,6 +19,11 @@ a pipe and a CI log.  Points are not equally long (a 1 GB download against a
 search burst), so the ETA weighs the points left by the experiment's own
 ``estimate()`` of each, scaled by how the finished points compared with
 theirs; points without an estimate count as the mean of those with one.
+Estimates err differently for different work (dht8's downloads ran ten times
+slower than its link rate said, its searches faster), so an experiment may name
+each point's ``kind``: a point left is scaled by how the finished points of its
+own kind compared with their estimates, and by all finished points until one of
+its kind has finished.
 """
 
 import hashlib
@@ -76,14 +81,16 @@ def format_duration(seconds):
 class Progress:
     """Prints one progress line per finished point: elapsed time and ETA."""
 
-    def __init__(self, total, stream=None, clock=time.monotonic, weights=None):
+    def __init__(self, total, stream=None, clock=time.monotonic, weights=None, kinds=None):
         self.total = total
         self.weights = _fill(weights, total)
+        self.kinds = (list(kinds or []) + [None] * total)[:total]
         self.done = 0
         self.stream = stream or sys.stdout
         self.clock = clock
         self.started = clock()
-        self._last_beat = self.started
+        self._last_beat = self._last_end = self.started
+        self._took, self._guessed = {}, {}     # per kind: seconds taken, estimates of them
 
     def heartbeat(self, done, total=None, unit=''):
         """Print how far the running point is, at most every HEARTBEAT_S seconds."""
@@ -104,12 +111,22 @@ class Progress:
         """Count one finished point and print its progress line."""
         if isinstance(result, dict) and result:
             status += ' ' + ' '.join('%s=%s' % kv for kv in result.items())
+        now = self.clock()
+        if self.done < self.total:
+            kind = self.kinds[self.done]
+            self._took[kind] = self._took.get(kind, 0.0) + now - self._last_end
+            self._guessed[kind] = self._guessed.get(kind, 0.0) + self.weights[self.done]
+        self._last_end = now
         self.done += 1
-        elapsed = self.clock() - self.started
+        elapsed = now - self.started
         remaining = self.total - self.done
         done_weight = sum(self.weights[:self.done])
-        eta = elapsed * sum(self.weights[self.done:]) / done_weight \
-            if done_weight > 0 else elapsed / self.done * remaining
+        if done_weight > 0:
+            overall = elapsed / done_weight
+            eta = sum(w * (self._took[k] / self._guessed[k] if self._guessed.get(k) else overall)
+                      for w, k in zip(self.weights[self.done:], self.kinds[self.done:]))
+        else:
+            eta = elapsed / self.done * remaining
         line = '[%d/%d] %s %s  elapsed %s  ETA %s' % (
             self.done, self.total, describe(point), status,
             format_duration(elapsed), format_duration(eta))
