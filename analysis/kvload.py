@@ -236,8 +236,7 @@ def response_table(clients, groups):
                      'point_ops_per_s': sum(rates) / len(rates) if rates else None,
                      'failed': int(mine['failed'].sum()) if len(mine) else 0,
                      'cpu_busy': sum(busy) / len(busy) if busy else None,
-                     **_cpu(pd.DataFrame({'cpu_bound': g['bound'],
-                                          'cpu_verdict': g['verdict']}))})
+                     **pooled_cpu({'cpu_bound': g['bound'], 'cpu_verdict': g['verdict']})})
     return pd.DataFrame(rows, columns=RESPONSE_COLUMNS)
 
 
@@ -279,15 +278,9 @@ def ratio_table(bench):
             ours, redis = mean.get((b, t, 'ours')), mean.get((b, t, 'redis'))
             rows.append({'bench': b, 'test': t, 'ours_rps': ours, 'redis_rps': redis,
                          'ours_over_redis': ours / redis if ours and redis else None,
-                         **_cpu(bench[(bench['bench'] == b) & (bench['test'] == t)])})
+                         **pooled_cpu(bench[(bench['bench'] == b) & (bench['test'] == t)])})
     return pd.DataFrame(rows, columns=['bench', 'test', 'ours_rps', 'redis_rps',
                                        'ours_over_redis', 'cpu_bound', 'cpu_verdict'])
-
-
-def _cpu(rows):
-    """{cpu_bound, cpu_verdict} of the points behind a pooled row (stats.pooled_cpu)."""
-    return dict(zip(('cpu_bound', 'cpu_verdict'),
-                    pooled_cpu(rows['cpu_bound'], rows['cpu_verdict'])))
 
 
 def fsync_table(fsync):
@@ -299,8 +292,8 @@ def fsync_table(fsync):
             base = mean.get((server, 'no'))
             rows.append({'server': server, 'appendfsync': policy, 'set_rps': rps,
                          'relative_to_no': rps / base if base else None,
-                         **_cpu(fsync[(fsync['server'] == server) &
-                                      (fsync['appendfsync'] == policy)])})
+                         **pooled_cpu(fsync[(fsync['server'] == server) &
+                                            (fsync['appendfsync'] == policy)])})
     return pd.DataFrame(rows, columns=['server', 'appendfsync', 'set_rps', 'relative_to_no',
                                        'cpu_bound', 'cpu_verdict'])
 

@@ -264,7 +264,7 @@ def _aggregate(points, pooled, keys):
                     'keys_imbalance': part['keys_imbalance'].mean(),
                     'slow_key_share': part['slow_key_share'].mean(),
                     'busiest_server_cpu': part['busiest_server_cpu'].max(),
-                    **_cpu(part)})
+                    **pooled_cpu(part)})
         rows.append(row)
     return rows
 
@@ -281,12 +281,6 @@ RESPONSE_TAIL = ['repetitions'] + ['%s_%s' % (op, f) for op in OPS
                                    for f in ('mean_ms', 'p50_ms', 'p99_ms')] + [
     'ops_per_s', 'failed', 'hit_rate', 'keys_imbalance', 'slow_key_share',
     'busiest_server_cpu', 'cpu_bound', 'cpu_verdict']
-
-
-def _cpu(points):
-    """{cpu_bound, cpu_verdict} of a row pooling points (stats.pooled_cpu)."""
-    return dict(zip(('cpu_bound', 'cpu_verdict'),
-                    pooled_cpu(points['cpu_bound'], points['cpu_verdict'])))
 
 
 def cache_table(points, pooled):
@@ -324,7 +318,7 @@ def throughput_table(points):
             rows.append({'server': server, 'class': klass, 'clients': clients, 'servers': n,
                          'ops_per_s': rate, 'gain_over_previous': gain,
                          'saturated': bool(gain is not None and gain < SATURATION_GAIN),
-                         **_cpu(g[g['servers'] == n])})
+                         **pooled_cpu(g[g['servers'] == n])})
             previous = rate
     return pd.DataFrame(rows, columns=['server', 'class', 'clients', 'servers', 'ops_per_s',
                                        'gain_over_previous', 'saturated', 'cpu_bound',

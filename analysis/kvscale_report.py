@@ -291,11 +291,10 @@ def report(manifest, data, drawn):
     lines += ['', 'The seed\'s own scenario 4 text names "FIFO, LRU, LRU" and says LRU performs '
               'best while explaining LFU; we read it as LFU.', '',
               '## Response time (scenarios 1-3)', '',
-              _table(with_cpu_mark(data['response']), ['server', 'class', 'vnodes', 'clients', 'servers',
-                                        'get_mean_ms', 'get_p99_ms', 'set_mean_ms',
-                                        'set_p99_ms', 'ops_per_s', 'hit_rate',
-                                        'keys_imbalance', 'busiest_server_cpu', 'failed',
-                                        'cpu']),
+              _table(with_cpu_mark(data['response']), [
+                  'server', 'class', 'vnodes', 'clients', 'servers', 'get_mean_ms', 'get_p99_ms',
+                  'set_mean_ms', 'set_p99_ms', 'ops_per_s', 'hit_rate', 'keys_imbalance',
+                  'busiest_server_cpu', 'failed', 'cpu']),
               '## Cache policies (scenario 4)', '',
               _table(data['cache'], ['cache', 'cache_size', 'hit_rate', 'get_mean_ms',
                                      'get_p99_ms', 'failed']),
@@ -303,9 +302,9 @@ def report(manifest, data, drawn):
               _table(data['ring'], ['servers', 'vnodes', 'slot_imbalance', 'min_share',
                                     'max_share']),
               '## Throughput against servers', '',
-              _table(with_cpu_mark(data['throughput']), ['server', 'class', 'clients', 'servers',
-                                          'ops_per_s', 'gain_over_previous', 'saturated',
-                                          'cpu']),
+              _table(with_cpu_mark(data['throughput']), [
+                  'server', 'class', 'clients', 'servers', 'ops_per_s', 'gain_over_previous',
+                  'saturated', 'cpu']),
               '## Figures', '']
     for name, saved in sorted(drawn.items()):
         lines.append('![%s](figures/%s.png)' % (name, name))

@@ -32,6 +32,7 @@ SEED_BYTES = 190e6
 SEED_SECONDS = {1: 794, 2: 492, 4: 389, 8: 268, 16: 168, 32: 80, 64: 72}
 SEED_TCP = 160
 POINT_KEYS = ('point', 'mode', 'config', 'size')
+CPU = ['cpu_bound', 'cpu_verdict']      # of a row pooling points (stats.pooled_cpu)
 UFTP_TIME = re.compile(r'Status: Completed\s+time:\s+([0-9.]+) seconds')
 COLUMNS = ['point', 'repetition', 'config', 'mode', 'block', 'bw', 'delay_ms', 'loss',
            'size', 'ok', 'seconds', 'goodput_mbps', 'retransmitted', 'lost_percent',
@@ -134,7 +135,7 @@ def seed_table(df):
                     else None, 'seed_seconds_190mb': seed,
                     'seconds': seconds, 'goodput_mbps': _mean(part, 'goodput_mbps'),
                     'seconds_190mb': seconds * SEED_BYTES / size if seconds else None,
-                    'failed': int((~part['ok'].astype(bool)).sum()), **_cpu(part)})
+                    'failed': int((~part['ok'].astype(bool)).sum()), **pooled_cpu(part)})
     return pd.DataFrame(out, columns=['mode', 'block', 'seed_seconds_190mb', 'seconds',
                                       'goodput_mbps', 'seconds_190mb', 'failed'] + CPU)
 
@@ -153,17 +154,9 @@ def sweep_table(df):
                         'loss': rows['loss'].iloc[0], 'bw': bw, 'mode': mode,
                         'goodput_mbps': good, 'over_bw': good / bw if good else None,
                         'over_tcp': good / tcp if good and tcp else None,
-                        'failed': int((~rows['ok'].astype(bool)).sum()), **_cpu(rows)})
+                        'failed': int((~rows['ok'].astype(bool)).sum()), **pooled_cpu(rows)})
     return pd.DataFrame(out, columns=['config', 'delay_ms', 'loss', 'bw', 'mode',
                                       'goodput_mbps', 'over_bw', 'over_tcp', 'failed'] + CPU)
-
-
-CPU = ['cpu_bound', 'cpu_verdict']
-
-
-def _cpu(points):
-    """{cpu_bound, cpu_verdict} of a row pooling points (stats.pooled_cpu)."""
-    return dict(zip(CPU, pooled_cpu(points['cpu_bound'], points['cpu_verdict'])))
 
 
 def _at(sweep, delay, loss, mode):

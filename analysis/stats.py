@@ -117,13 +117,13 @@ class PointJudge:
         return cpu_window(self.samples, self.interval, start, end, self.bar)
 
 
-def pooled_cpu(bounds, verdicts):
-    """(cpu_bound, cpu_verdict) of a table row that pools points: bound when any point was,
-    None when none was judged; the points' distinct verdicts, sorted and joined by '+'
-    ('samples+timed part'), None when no point had one."""
-    judged = [str(b) == 'True' for b in bounds if str(b) in ('True', 'False')]
-    known = sorted({str(v) for v in verdicts if isinstance(v, str) and v})
-    return (any(judged) if judged else None), ('+'.join(known) or None)
+def pooled_cpu(points):
+    """{cpu_bound, cpu_verdict} of a table row that pools points (their table, or a dict of
+    those two columns): bound when any point was, None when none was judged; the points'
+    distinct verdicts, sorted and joined by '+' ('samples+timed part'), None without any."""
+    judged = [str(b) == 'True' for b in points['cpu_bound'] if str(b) in ('True', 'False')]
+    known = sorted({str(v) for v in points['cpu_verdict'] if isinstance(v, str) and v})
+    return {'cpu_bound': any(judged) if judged else None, 'cpu_verdict': '+'.join(known) or None}
 
 
 def cpu_mark(bound, verdict):

@@ -223,8 +223,7 @@ def _summary(points, kind, key, seed_rows, bw):
                 row[col.replace('_mbps', '_max')] = float(vals.max()) if len(vals) else None
         row['rx_over_iperf'] = _ratio(row['rx_mbps'], row['iperf_mbps'])
         row['rx_over_bw'] = _ratio(row['rx_mbps'], bw)
-        row['cpu_bound'], row['cpu_verdict'] = pooled_cpu(rows['cpu_bound'],
-                                                          rows['cpu_verdict'])
+        row.update(pooled_cpu(rows))
         out.append(row)
     return pd.DataFrame(out)
 
