@@ -15,6 +15,7 @@ from analysis import inputs, machine
 from analysis.tables import cell as _f, nan
 from analysis.dht8_logs import cpu_bar
 from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
+from analysis.stats import verdicts_line
 
 
 def _pct(fraction):
@@ -38,15 +39,8 @@ def target_notes(r):
 
 def _verdicts(pts, busy):
     """The line saying how the points' CPU verdicts were made ([] in a simulated run)."""
-    made = pts['cpu_verdict'].value_counts() if 'cpu_verdict' in pts.columns else {}
-    samples, timed = int(made.get('samples', 0)), int(made.get('timed part', 0))
-    if not samples and not timed:
-        return []
-    return ['- CPU verdict per point: %d by the samples wholly inside its timed part, %d '
-            '(timed part shorter than a sample) by the runner\'s own reading of the timed '
-            'part: nanoseconds of CPU every task ran (root cpuacct cgroup) at its start and '
-            'end, over the bar when the machine was more than %s busy between them; %d '
-            'without a verdict' % (samples, timed, _pct(busy), len(pts) - samples - timed)]
+    return verdicts_line(pts['cpu_verdict'] if 'cpu_verdict' in pts.columns else [],
+                         (busy, None))
 
 
 def report(manifest, data):

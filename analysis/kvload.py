@@ -11,6 +11,9 @@ results on every rebuild:
   "Avg" (mean of the clients' totals over repetitions), ms per request, p50/p99 of
   every request of every client pooled from the raw latency files, aggregate requests/s
   of the point, and the CPU verdict over the load (:mod:`analysis.stats`);
+- ``tables/cpu.csv``: per load, bench and fsync point, its CPU verdict: by the samples
+  inside its timed part, else by the runner's own reading of that part (``points.jsonl``'s
+  ``cpu``; ``cpu_verdict`` says which), 'modelled' in a simulated run;
 - ``tables/seed.csv``: the seed's ms per request beside ours and Redis's (local layout);
 - ``tables/bench.csv`` and ``tables/bench_ratio.csv``: ``redis-benchmark --csv`` against
   both servers and our throughput as a fraction of Redis's in the same run;
@@ -30,7 +33,7 @@ import pandas as pd
 
 from analysis import figures, kvload_seed
 from analysis.inputs import Inputs, as_dict, incomplete, is_number, number, read_manifest
-from analysis.stats import cpu_bar, cpu_window, read_cpu
+from analysis.stats import PointJudge, pooled_cpu
 from analysis.tables import write_tables
 
 FLOAT = '%.4f'
@@ -111,40 +114,43 @@ def tables(run_dir):
     logs = run_dir / 'logs'
     manifest = read_manifest(run_dir)
     found = Inputs(logs)
-    samples, interval = read_cpu(found, manifest)
-    bar = cpu_bar(manifest)
-    client_rows, groups, bench, fsync, profile = [], {}, [], [], []
+    judge = PointJudge(found, manifest)
+    client_rows, groups, bench, fsync, profile, cpu = [], {}, [], [], [], []
     for record, point, result in found.points(POINT_KEYS):
         if point['kind'] == 'load':
             lat = {}
             rows, ok, start, end = load_point(found, logs, point, lat)
             client_rows += rows
-            busy, _, bound = cpu_window(samples, interval, start, end, bar)
+            busy, _, bound, verdict = judge(start, end, record)
             rate = ok / (end - start) if start is not None and end > start else None
             for op, parts in lat.items():
                 key = (point['server'], point['layout'], point['clients'], op)
                 g = groups.setdefault(key, {'lat': [], 'rates': [], 'busy': [], 'bound': [],
-                                            'reps': set()})
+                                            'verdict': [], 'reps': set()})
                 g['lat'] += parts
                 g['rates'].append(rate)
                 g['busy'].append(busy)
                 g['bound'].append(bound)
+                g['verdict'].append(verdict)
                 g['reps'].add(point['repetition'])
         elif point['kind'] == 'profile':
             profile = profile_rows(found, logs, point)
+            continue
         else:
-            busy, _, bound = cpu_window(samples, interval, record.get('started'),
-                                        record.get('t'), bar)
+            busy, _, bound, verdict = judge(record.get('started'), record.get('t'), record)
             for row in bench_rows(found, logs, point):
-                row.update(cpu_busy=busy, cpu_bound=bound)
+                row.update(cpu_busy=busy, cpu_bound=bound, cpu_verdict=verdict)
                 (bench if point['kind'] == 'bench' else fsync).append(row)
+        cpu.append(dict({k: point.get(k) for k in CPU_COLUMNS[:4]}, cpu_busy=busy,
+                        cpu_bound=bound, cpu_verdict=verdict))
     clients = pd.DataFrame(client_rows, columns=CLIENT_COLUMNS)
     response = response_table(clients, groups)
     data = {'clients': clients, 'response': response, 'seed': seed_table(response),
             'bench': pd.DataFrame(bench, columns=BENCH_COLUMNS),
             'bench_ratio': ratio_table(pd.DataFrame(bench, columns=BENCH_COLUMNS)),
             'fsync': fsync_table(pd.DataFrame(fsync, columns=BENCH_COLUMNS)),
-            'profile': pd.DataFrame(profile, columns=PROFILE_COLUMNS)}
+            'profile': pd.DataFrame(profile, columns=PROFILE_COLUMNS),
+            'cpu': pd.DataFrame(cpu, columns=CPU_COLUMNS)}
     from analysis.kvload_report import targets
     data['targets'] = targets(data)
     data['inputs'] = found.table()
@@ -154,7 +160,8 @@ def tables(run_dir):
 CLIENT_COLUMNS = ['point', 'repetition', 'server', 'layout', 'clients', 'client', 'op',
                   'requests', 'ok', 'failed', 'total_ms', 'ms_per_request', 'p50_ms', 'p99_ms']
 BENCH_COLUMNS = ['point', 'repetition', 'kind', 'server', 'bench', 'appendfsync', 'test',
-                 'rps', 'avg_ms', 'p50_ms', 'p99_ms', 'cpu_busy', 'cpu_bound']
+                 'rps', 'avg_ms', 'p50_ms', 'p99_ms', 'cpu_busy', 'cpu_bound', 'cpu_verdict']
+CPU_COLUMNS = ['point', 'repetition', 'kind', 'server', 'cpu_busy', 'cpu_bound', 'cpu_verdict']
 
 
 def bench_rows(found, logs, point):
@@ -229,13 +236,13 @@ def response_table(clients, groups):
                      'point_ops_per_s': sum(rates) / len(rates) if rates else None,
                      'failed': int(mine['failed'].sum()) if len(mine) else 0,
                      'cpu_busy': sum(busy) / len(busy) if busy else None,
-                     'cpu_bound': any(b is True for b in g['bound'])})
+                     **pooled_cpu({'cpu_bound': g['bound'], 'cpu_verdict': g['verdict']})})
     return pd.DataFrame(rows, columns=RESPONSE_COLUMNS)
 
 
 RESPONSE_COLUMNS = ['server', 'layout', 'clients', 'op', 'repetitions', 'requests_per_client',
                     'avg_total_ms', 'ms_per_request', 'p50_ms', 'p99_ms', 'point_ops_per_s',
-                    'failed', 'cpu_busy', 'cpu_bound']
+                    'failed', 'cpu_busy', 'cpu_bound', 'cpu_verdict']
 
 
 def _pct(values, q):
@@ -270,9 +277,10 @@ def ratio_table(bench):
         for b, t in sorted({(b, t) for b, t, _ in mean.index}):
             ours, redis = mean.get((b, t, 'ours')), mean.get((b, t, 'redis'))
             rows.append({'bench': b, 'test': t, 'ours_rps': ours, 'redis_rps': redis,
-                         'ours_over_redis': ours / redis if ours and redis else None})
+                         'ours_over_redis': ours / redis if ours and redis else None,
+                         **pooled_cpu(bench[(bench['bench'] == b) & (bench['test'] == t)])})
     return pd.DataFrame(rows, columns=['bench', 'test', 'ours_rps', 'redis_rps',
-                                       'ours_over_redis'])
+                                       'ours_over_redis', 'cpu_bound', 'cpu_verdict'])
 
 
 def fsync_table(fsync):
@@ -283,8 +291,11 @@ def fsync_table(fsync):
         for (server, policy), rps in mean.items():
             base = mean.get((server, 'no'))
             rows.append({'server': server, 'appendfsync': policy, 'set_rps': rps,
-                         'relative_to_no': rps / base if base else None})
-    return pd.DataFrame(rows, columns=['server', 'appendfsync', 'set_rps', 'relative_to_no'])
+                         'relative_to_no': rps / base if base else None,
+                         **pooled_cpu(fsync[(fsync['server'] == server) &
+                                            (fsync['appendfsync'] == policy)])})
+    return pd.DataFrame(rows, columns=['server', 'appendfsync', 'set_rps', 'relative_to_no',
+                                       'cpu_bound', 'cpu_verdict'])
 
 
 def build(run_dir):

@@ -14,7 +14,7 @@ from analysis import crosscheck, inputs, machine
 from analysis.tables import cell as _f, nan
 from analysis.kvload_seed import (OP_NAMES, OPS, SEED_MACHINE, SEED_REQUESTS, SEED_SOURCE,
                                   aggregate_ops_per_s)
-from analysis.stats import cpu_bar
+from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
 
 P50_GOAL = 1.5          # one sequential client: our p50 within 1.5x of Redis's
 BENCH_GOAL = 0.5        # redis-benchmark -c 50 unpipelined: at least half of Redis's rate
@@ -221,6 +221,7 @@ def report(manifest, data, drawn):
              '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
              'when more than %g %% of its samples are over %g %% busy' % (
                  _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
+    lines += verdicts_line(data['cpu']['cpu_verdict'] if 'cpu' in data else [], (busy, over))
     if len(resp):
         failed = int(data['clients']['failed'].sum())
         lines.append('- requests: %d ok, %d failed' % (int(data['clients']['ok'].sum()), failed))
@@ -239,17 +240,18 @@ def report(manifest, data, drawn):
     lines += _table(seed, ['clients', 'op', 'seed_ms_per_request',
                                    'ours_ms_per_request', 'redis_ms_per_request',
                                    'ours_over_redis', 'ours_p50_ms', 'redis_p50_ms'])
-    lines += ['', '## Every layout', ''] + _table(resp, [
+    lines += ['', '## Every layout', ''] + _table(with_cpu_mark(resp), [
         'server', 'layout', 'clients', 'op', 'avg_total_ms', 'ms_per_request', 'p50_ms',
-        'p99_ms', 'point_ops_per_s', 'failed', 'cpu_bound']) + _lan(resp, params)
+        'p99_ms', 'point_ops_per_s', 'failed', 'cpu']) + _lan(resp, params)
     lines += ['', '## redis-benchmark (a load generator nobody here wrote)', '']
-    lines += _table(data['bench_ratio'], ['bench', 'test', 'ours_rps', 'redis_rps',
-                                          'ours_over_redis'], '%.3f')
+    lines += _table(with_cpu_mark(data['bench_ratio']), ['bench', 'test', 'ours_rps',
+                                                          'redis_rps', 'ours_over_redis',
+                                                          'cpu'], '%.3f')
     lines += ['', '## Durability: SET throughput per appendfsync policy', '',
               '`always` acknowledges a write only after an fsync that covers it (group '
               'commit); `everysec` fsyncs once a second; `no` leaves it to the kernel.', '']
-    lines += _table(data['fsync'], ['server', 'appendfsync', 'set_rps', 'relative_to_no'],
-                    '%.3f')
+    lines += _table(with_cpu_mark(data['fsync']), ['server', 'appendfsync', 'set_rps',
+                                                    'relative_to_no', 'cpu'], '%.3f')
     prof = data.get('profile')
     if prof is not None and len(prof):
         lines += ['', '## Where our server spends its time', '',

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.inputs import Inputs, as_dict, incomplete, is_number, number, read_manifest
-from analysis.stats import cpu_bar, cpu_window, read_cpu
+from analysis.stats import PointJudge, pooled_cpu
 from analysis.tables import write_tables
 
 FLOAT = '%.4f'
@@ -142,7 +142,7 @@ def point_row(point, result, summaries, lat, servers, classes, verdict):
         'keys_imbalance': max(keys) / (sum(keys) / len(keys)) if keys and sum(keys) else None,
         'slow_key_share': slow / sum(keys) if sum(keys) and any(
             classes.get(s.get('name')) == 'slow' for s in servers) else None,
-        'cpu_busy': verdict[0], 'cpu_bound': verdict[2]})
+        'cpu_busy': verdict[0], 'cpu_bound': verdict[2], 'cpu_verdict': verdict[3]})
     return row
 
 
@@ -150,7 +150,7 @@ POINT_COLUMNS = ['point', 'repetition', 'kind', 'server', 'class', 'servers', 'c
                  'cache', 'cache_size', 'vnodes'] + [
     '%s_%s' % (op, f) for op in OPS for f in ('n', 'mean_ms', 'p50_ms', 'p99_ms')] + [
     'ops_per_s', 'failed', 'moved', 'hit_rate', 'keys_total', 'keys_imbalance',
-    'slow_key_share', 'busiest_server_cpu', 'cpu_busy', 'cpu_bound']
+    'slow_key_share', 'busiest_server_cpu', 'cpu_busy', 'cpu_bound', 'cpu_verdict']
 
 
 def key_rows(point, result, summaries, servers, classes, addresses, cores):
@@ -197,8 +197,7 @@ def tables(run_dir):
     logs = run_dir / 'logs'
     manifest = read_manifest(run_dir)
     found = Inputs(logs)
-    samples, interval = read_cpu(found, manifest)
-    bar = cpu_bar(manifest)
+    judge = PointJudge(found, manifest)
     cores = as_dict(manifest.get('class_cores'))
     for field in ('server_classes', 'class_cores'):
         if not as_dict(manifest.get(field)):
@@ -210,8 +209,7 @@ def tables(run_dir):
         addresses = {addr: name for name, addr in as_dict(result.get('members')).items()}
         summaries, lat = mix(found, logs, point)
         servers = servers_info(found, point)
-        verdict = cpu_window(samples, interval, result.get('mix_start'),
-                             result.get('mix_end'), bar)
+        verdict = judge(result.get('mix_start'), result.get('mix_end'), record)
         rows.append(point_row(point, result, summaries, lat, servers, classes, verdict))
         mine = key_rows(point, result, summaries, servers, classes, addresses, cores)
         keys += mine
@@ -266,7 +264,7 @@ def _aggregate(points, pooled, keys):
                     'keys_imbalance': part['keys_imbalance'].mean(),
                     'slow_key_share': part['slow_key_share'].mean(),
                     'busiest_server_cpu': part['busiest_server_cpu'].max(),
-                    'cpu_bound': bool(part['cpu_bound'].fillna(False).any())})
+                    **pooled_cpu(part)})
         rows.append(row)
     return rows
 
@@ -282,7 +280,7 @@ def response_table(points, pooled):
 RESPONSE_TAIL = ['repetitions'] + ['%s_%s' % (op, f) for op in OPS
                                    for f in ('mean_ms', 'p50_ms', 'p99_ms')] + [
     'ops_per_s', 'failed', 'hit_rate', 'keys_imbalance', 'slow_key_share',
-    'busiest_server_cpu', 'cpu_bound']
+    'busiest_server_cpu', 'cpu_bound', 'cpu_verdict']
 
 
 def cache_table(points, pooled):
@@ -314,17 +312,17 @@ def throughput_table(points):
     for (server, klass, clients), g in part.groupby(['server', 'class', 'clients'],
                                                     sort=True):
         mean = g.groupby('servers')['ops_per_s'].mean()
-        bound = g.groupby('servers')['cpu_bound'].apply(lambda b: bool(b.fillna(False).any()))
         previous = None
         for n, rate in mean.items():
             gain = rate / previous if previous and rate == rate else None
             rows.append({'server': server, 'class': klass, 'clients': clients, 'servers': n,
                          'ops_per_s': rate, 'gain_over_previous': gain,
                          'saturated': bool(gain is not None and gain < SATURATION_GAIN),
-                         'cpu_bound': bound[n]})
+                         **pooled_cpu(g[g['servers'] == n])})
             previous = rate
     return pd.DataFrame(rows, columns=['server', 'class', 'clients', 'servers', 'ops_per_s',
-                                       'gain_over_previous', 'saturated', 'cpu_bound'])
+                                       'gain_over_previous', 'saturated', 'cpu_bound',
+                                       'cpu_verdict'])
 
 
 def build(run_dir):

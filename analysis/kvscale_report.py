@@ -10,6 +10,7 @@ import pathlib
 import pandas as pd
 
 from analysis import crosscheck, figures, kvload_report, machine
+from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
 from analysis.tables import cell, nan
 
 IMBALANCE_TARGET = 1.1
@@ -270,7 +271,9 @@ def report(manifest, data, drawn):
              '- machine: %s' % machine.describe(manifest),
              '- CPU over the run: mean busy %s, saturated: %s' % (
                  cell((manifest.get('cpu') or {}).get('mean'), '%.2f'),
-                 (manifest.get('cpu') or {}).get('saturated')), '',
+                 (manifest.get('cpu') or {}).get('saturated'))] + verdicts_line(
+        data['points']['cpu_verdict'], cpu_bar(manifest)) + [
+             '',
              'Servers: "Pi 3" class %s cores, "Pi 1" class %s cores (%s); links %s Mbit/s; '
              '%s keys (%s), Zipf %s; %s s of 80/20 mix per point; %s virtual nodes.' % (
                  p.get('fast_cores'), p.get('slow_cores'),
@@ -288,11 +291,10 @@ def report(manifest, data, drawn):
     lines += ['', 'The seed\'s own scenario 4 text names "FIFO, LRU, LRU" and says LRU performs '
               'best while explaining LFU; we read it as LFU.', '',
               '## Response time (scenarios 1-3)', '',
-              _table(data['response'], ['server', 'class', 'vnodes', 'clients', 'servers',
-                                        'get_mean_ms', 'get_p99_ms', 'set_mean_ms',
-                                        'set_p99_ms', 'ops_per_s', 'hit_rate',
-                                        'keys_imbalance', 'busiest_server_cpu', 'failed',
-                                        'cpu_bound']),
+              _table(with_cpu_mark(data['response']), [
+                  'server', 'class', 'vnodes', 'clients', 'servers', 'get_mean_ms', 'get_p99_ms',
+                  'set_mean_ms', 'set_p99_ms', 'ops_per_s', 'hit_rate', 'keys_imbalance',
+                  'busiest_server_cpu', 'failed', 'cpu']),
               '## Cache policies (scenario 4)', '',
               _table(data['cache'], ['cache', 'cache_size', 'hit_rate', 'get_mean_ms',
                                      'get_p99_ms', 'failed']),
@@ -300,9 +302,9 @@ def report(manifest, data, drawn):
               _table(data['ring'], ['servers', 'vnodes', 'slot_imbalance', 'min_share',
                                     'max_share']),
               '## Throughput against servers', '',
-              _table(data['throughput'], ['server', 'class', 'clients', 'servers',
-                                          'ops_per_s', 'gain_over_previous', 'saturated',
-                                          'cpu_bound']),
+              _table(with_cpu_mark(data['throughput']), [
+                  'server', 'class', 'clients', 'servers', 'ops_per_s', 'gain_over_previous',
+                  'saturated', 'cpu']),
               '## Figures', '']
     for name, saved in sorted(drawn.items()):
         lines.append('![%s](figures/%s.png)' % (name, name))

@@ -24,7 +24,7 @@ import pandas as pd
 from analysis import figures, kvload_report, machine
 from analysis.inputs import Inputs, as_dict, incomplete, read_manifest
 from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
-from analysis.stats import cpu_bar, cpu_window, read_cpu
+from analysis.stats import PointJudge, cpu_bar, pooled_cpu, verdicts_line, with_cpu_mark
 from analysis.tables import cell as _f, write_tables
 
 SEED_SOURCE = 'seeds/004_5e4f43026e4f1d5b.txt'
@@ -32,10 +32,11 @@ SEED_BYTES = 190e6
 SEED_SECONDS = {1: 794, 2: 492, 4: 389, 8: 268, 16: 168, 32: 80, 64: 72}
 SEED_TCP = 160
 POINT_KEYS = ('point', 'mode', 'config', 'size')
+CPU = ['cpu_bound', 'cpu_verdict']      # of a row pooling points (stats.pooled_cpu)
 UFTP_TIME = re.compile(r'Status: Completed\s+time:\s+([0-9.]+) seconds')
 COLUMNS = ['point', 'repetition', 'config', 'mode', 'block', 'bw', 'delay_ms', 'loss',
            'size', 'ok', 'seconds', 'goodput_mbps', 'retransmitted', 'lost_percent',
-           'cpu_bound', 'error']
+           'cpu_bound', 'cpu_verdict', 'error']
 
 
 def _ours(found, logs, tag, row):
@@ -86,14 +87,14 @@ def tables(run_dir):
     manifest = read_manifest(run_dir)
     logs = run_dir / 'logs'
     found = Inputs(logs)
-    samples, interval = read_cpu(found, manifest)
-    bar = cpu_bar(manifest)
+    judge = PointJudge(found, manifest)
     rows = []
     for record, point, result in found.points(POINT_KEYS):
         row = {k: point.get(k) for k in COLUMNS if k in point}
-        # the whole point (start-up included): a mark errs towards CPU-bound
-        row.update(ok=False, error=None, cpu_bound=cpu_window(
-            samples, interval, record.get('started'), record.get('t'), bar)[2])
+        # the samples over the whole point (start-up included: a mark errs towards
+        # CPU-bound), else the runner's reading of its timed parts
+        _busy, _over, bound, verdict = judge(record.get('started'), record.get('t'), record)
+        row.update(ok=False, error=None, cpu_bound=bound, cpu_verdict=verdict)
         tag = 'p%03d' % point['point']
         mode = point['mode']
         (_ours if mode in ('seed', 'window') else _uftp if mode == 'uftp' else _iperf)(
@@ -134,9 +135,9 @@ def seed_table(df):
                     else None, 'seed_seconds_190mb': seed,
                     'seconds': seconds, 'goodput_mbps': _mean(part, 'goodput_mbps'),
                     'seconds_190mb': seconds * SEED_BYTES / size if seconds else None,
-                    'failed': int((~part['ok'].astype(bool)).sum())})
+                    'failed': int((~part['ok'].astype(bool)).sum()), **pooled_cpu(part)})
     return pd.DataFrame(out, columns=['mode', 'block', 'seed_seconds_190mb', 'seconds',
-                                      'goodput_mbps', 'seconds_190mb', 'failed'])
+                                      'goodput_mbps', 'seconds_190mb', 'failed'] + CPU)
 
 
 def sweep_table(df):
@@ -153,9 +154,9 @@ def sweep_table(df):
                         'loss': rows['loss'].iloc[0], 'bw': bw, 'mode': mode,
                         'goodput_mbps': good, 'over_bw': good / bw if good else None,
                         'over_tcp': good / tcp if good and tcp else None,
-                        'failed': int((~rows['ok'].astype(bool)).sum())})
+                        'failed': int((~rows['ok'].astype(bool)).sum()), **pooled_cpu(rows)})
     return pd.DataFrame(out, columns=['config', 'delay_ms', 'loss', 'bw', 'mode',
-                                      'goodput_mbps', 'over_bw', 'over_tcp', 'failed'])
+                                      'goodput_mbps', 'over_bw', 'over_tcp', 'failed'] + CPU)
 
 
 def _at(sweep, delay, loss, mode):
@@ -177,7 +178,8 @@ def targets(data):
              lambda v: v >= 0.9)):
         value = None if row is None else row[col]
         verdict, notes = _verdict(value, value is not None and ok(value),
-                                  0 if row is None else row['failed'], False)
+                                  0 if row is None else row['failed'],
+                                  row is not None and str(row['cpu_bound']) == 'True')
         rows.append({'target': name, 'measured': value, 'goal': {
             'over_bw': '>= 0.85'}.get(col, '>= 3' if '1 %' in name else '>= 0.9'),
             'verdict': verdict, 'notes': notes})
@@ -189,7 +191,8 @@ def targets(data):
                                   ('seed mode: time at B=64 / at B=32 (flat after)', flat,
                                    flat is not None and flat >= 0.7, '>= 0.7 (seed 0.90)')):
         failed = int(seed['failed'].sum()) if len(seed) else 0
-        verdict, notes = _verdict(value, ok, failed, False)
+        bound = bool(len(seed)) and (seed['cpu_bound'] == True).any()  # noqa: E712
+        verdict, notes = _verdict(value, ok, failed, bool(bound))
         rows.append({'target': name, 'measured': value, 'goal': goal, 'verdict': verdict,
                      'notes': notes})
     df = data['transfers']
@@ -253,7 +256,8 @@ def report(manifest, data, drawn):
                  _f(as_dict(manifest.get('cpu')).get('mean'), '%.2f'),
                  as_dict(manifest.get('cpu')).get('saturated'), ', '.join(
                      '%d (%s)' % (r.point, r.mode) for r in df[df['cpu_bound'] == True]  # noqa: E712
-                     .itertuples()) or 'none'),
+                     .itertuples()) or 'none')] + verdicts_line(
+        df['cpu_verdict'], cpu_bar(manifest)) + [
              '- transfers: %d whole and checked, %d failed' % (
                  int(df['ok'].sum()) if len(df) else 0,
                  int((~df['ok'].astype(bool)).sum()) if len(df) else 0),
@@ -261,11 +265,13 @@ def report(manifest, data, drawn):
     lines += ['', '## The seed\'s table beside ours', '',
               'Ours: seconds for this run\'s file and scaled to the seed\'s 190 MB (x 190 MB '
               '/ size; start-up makes small files look slower per byte).', '']
-    lines += _table(data['seed'], ['mode', 'block', 'seed_seconds_190mb', 'seconds',
-                                   'seconds_190mb', 'goodput_mbps', 'failed'], '%.2f')
+    lines += _table(with_cpu_mark(data['seed']), ['mode', 'block', 'seed_seconds_190mb',
+                                                  'seconds', 'seconds_190mb', 'goodput_mbps',
+                                                  'failed', 'cpu'], '%.2f')
     lines += ['', '## Goodput per link and mode', '']
-    lines += _table(data['sweep'], ['config', 'delay_ms', 'loss', 'mode', 'goodput_mbps',
-                                    'over_bw', 'over_tcp', 'failed'], '%.3f')
+    lines += _table(with_cpu_mark(data['sweep']), ['config', 'delay_ms', 'loss', 'mode',
+                                                   'goodput_mbps', 'over_bw', 'over_tcp',
+                                                   'failed', 'cpu'], '%.3f')
     bad = df[~df['ok'].astype(bool)] if len(df) else df
     if len(bad):
         lines += ['', '## Failed transfers', ''] + ['- point %d (%s): %s' % (

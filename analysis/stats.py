@@ -82,3 +82,81 @@ def point_cpu(samples, interval, start, end, span, bar):
         return figures + ('samples',)
     figures = span_figures(span, bar)
     return figures + ('timed part' if figures[2] is not None else None,)
+
+
+MODELLED = 'modelled'
+
+
+def simulated(manifest):
+    """True for a simulated run: no CPU monitor, so its CPU was modelled (``--sim-cost``),
+    never measured, and no point of it can be judged CPU-bound."""
+    return as_dict(manifest.get('cpu')).get('backend') == 'sim'
+
+
+class PointJudge:
+    """The CPU verdict of a run's points, its samples read once (:func:`read_cpu`).
+
+    ``judge(start, end, record)`` returns :func:`point_cpu`'s (busy, over, bound, verdict):
+    by the samples inside start..end, else by the runner's precise reading of the point's
+    timed parts (its ``points.jsonl`` record's ``cpu``); in a simulated run (busy, over and
+    bound None) the verdict is 'modelled'."""
+
+    def __init__(self, inputs, manifest):
+        self.samples, self.interval = read_cpu(inputs, manifest)
+        self.bar, self.sim = cpu_bar(manifest), simulated(manifest)
+
+    def __call__(self, start, end, record):
+        if self.sim:
+            return None, None, None, MODELLED
+        return point_cpu(self.samples, self.interval, start, end,
+                         as_dict(record).get('cpu'), self.bar)
+
+    def window(self, start, end):
+        """cpu_window() over start..end alone (a part the runner's reading does not
+        single out)."""
+        return cpu_window(self.samples, self.interval, start, end, self.bar)
+
+
+def pooled_cpu(points):
+    """{cpu_bound, cpu_verdict} of a table row that pools points (their table, or a dict of
+    those two columns): bound when any point was, None when none was judged; the points'
+    distinct verdicts, sorted and joined by '+' ('samples+timed part'), None without any."""
+    judged = [str(b) == 'True' for b in points['cpu_bound'] if str(b) in ('True', 'False')]
+    known = sorted({str(v) for v in points['cpu_verdict'] if isinstance(v, str) and v})
+    return {'cpu_bound': any(judged) if judged else None, 'cpu_verdict': '+'.join(known) or None}
+
+
+def cpu_mark(bound, verdict):
+    """A report cell for a row's CPU verdict: 'CPU-bound', 'no', 'modelled' (a simulated
+    run) or '-' (no sample and no reading covered it)."""
+    if verdict == MODELLED:
+        return MODELLED
+    if bound is True or str(bound) == 'True':
+        return 'CPU-bound'
+    if bound is False or str(bound) == 'False':
+        return 'no'
+    return '-'
+
+
+def with_cpu_mark(df):
+    """df (a table with cpu_bound and cpu_verdict) with a report column 'cpu': cpu_mark's."""
+    verdicts = df['cpu_verdict'] if 'cpu_verdict' in df.columns else [None] * len(df)
+    return df.assign(cpu=[cpu_mark(b, v) for b, v in zip(df['cpu_bound'], verdicts)])
+
+
+def verdicts_line(verdicts, bar):
+    """The report line saying how a run's points were judged ([] when none was: a simulated
+    run, or no CPU figure at all); verdicts is the points' cpu_verdict column."""
+    verdicts = [str(v) for v in verdicts]
+    samples, timed = verdicts.count('samples'), verdicts.count('timed part')
+    if MODELLED in verdicts:
+        return ['- CPU per point: modelled (a simulated run has no CPU monitor; with '
+                '--sim-cost the manifest gives the modelled cores\' busy share)']
+    if not samples and not timed:
+        return []
+    return ['- CPU verdict per point: %d by the samples wholly inside its timed part, %d '
+            '(timed part shorter than a sample) by the runner\'s own reading of the timed '
+            'part: nanoseconds of CPU every task ran (root cpuacct cgroup) at its start and '
+            'end, over the bar when the machine was more than %g %% busy between them; %d '
+            'without a verdict' % (samples, timed, round(100 * bar[0], 6),
+                                   len(verdicts) - samples - timed)]

@@ -12,7 +12,9 @@ every rebuild:
 - ``tables/points.csv``: one row per point: ours (mean per connection, the aggregate
   over the point, Jain's index over the connections' rates) and iperf3 ``-R`` in the same
   point (``end.sum_received``, its streams, their Jain's index; none in a simulated
-  run), the CPU verdict over our transfer;
+  run), the CPU verdict over our transfer (``cpu_verdict``: by the samples inside it, else
+  by the runner's own reading of the point's timed parts, ours and iperf3's together, from
+  ``points.jsonl``'s ``cpu``; 'modelled' in a simulated run) and over iperf3's (samples);
 - ``table1_size.csv`` .. ``table4_iperf.csv``: the seed's four tables, its numbers beside
   ours (means over repetitions, with min and max), and our rate over iperf3's and over
   the configured bandwidth;
@@ -29,7 +31,7 @@ import pandas as pd
 
 from analysis import transfer_figures, transfer_seed
 from analysis.inputs import Inputs, as_dict, incomplete, is_number, read_manifest
-from analysis.stats import cpu_bar, cpu_window, read_cpu
+from analysis.stats import PointJudge, pooled_cpu
 from analysis.tables import write_tables
 from nodes.transfer.core import jain
 
@@ -145,8 +147,7 @@ def tables(run_dir):
     manifest = read_manifest(run_dir)
     logs = run_dir / 'logs'
     found = Inputs(logs)
-    samples, interval = read_cpu(found, manifest)
-    bar = cpu_bar(manifest)
+    judge = PointJudge(found, manifest)
     sim = as_dict(manifest.get('mechanisms')).get('backend') == 'sim'    # no iperf3 there
     conns, points = [], []
     for record, point, result in found.points(POINT_KEYS):
@@ -158,9 +159,9 @@ def tables(run_dir):
         agg, fair = _aggregate(rows)
         walls = [(r['t_wall'] - r['total_s'], r['t_wall']) for r in rows
                  if is_number(r['t_wall']) and is_number(r['total_s'])]
-        busy, _over, bound = cpu_window(samples, interval, min(w[0] for w in walls),
-                                        max(w[1] for w in walls), bar) if walls else (
-            None, None, None)
+        busy, _over, bound, verdict = judge(min(w[0] for w in walls) if walls else None,
+                                            max(w[1] for w in walls) if walls else None,
+                                            record)
         row = {k: point.get(k) for k in ('point', 'repetition', 'kind', 'size', 'packet',
                                         'delay_ms', 'loss', 'bw')}
         row['cold'] = bool(point.get('cold'))
@@ -169,11 +170,11 @@ def tables(run_dir):
                    tx_mbps=_mean(rows, 'tx_mbps'), tx_open_mbps=_mean(rows, 'tx_open_mbps'),
                    rx_mbps=_mean(rows, 'rx_mbps'), total_mbps=_mean(rows, 'total_mbps'),
                    read_s=_mean(rows, 'read_s'), aggregate_mbps=agg, jain=fair,
-                   cpu_busy=busy, cpu_bound=bound)
+                   cpu_busy=busy, cpu_bound=bound, cpu_verdict=verdict)
         if point['kind'] != 'capture' and not point.get('cold') and not sim:
             total, streams, start, end = _iperf(found, logs, '%s-iperf3-client' % tag(point),
                                                 point['point'])
-            ibusy, _o, ibound = cpu_window(samples, interval, start, end, bar)
+            ibusy, _o, ibound = judge.window(start, end)
             row.update(iperf_mbps=total, iperf_streams=len(streams) or None,
                        iperf_stream_mean_mbps=sum(streams) / len(streams) if streams else None,
                        iperf_jain=jain(streams), iperf_cpu_bound=ibound)
@@ -198,6 +199,7 @@ CONN_COLUMNS = ['point', 'repetition', 'kind', 'size', 'packet', 'conns', 'delay
 POINT_COLUMNS = ['point', 'repetition', 'kind', 'size', 'packet', 'cold', 'conns', 'delay_ms',
                  'loss', 'bw', 'ok', 'failed', 'tx_mbps', 'tx_open_mbps', 'rx_mbps',
                  'total_mbps', 'read_s', 'aggregate_mbps', 'jain', 'cpu_busy', 'cpu_bound',
+                 'cpu_verdict',
                  'iperf_mbps', 'iperf_streams', 'iperf_stream_mean_mbps', 'iperf_jain',
                  'iperf_cpu_bound']
 
@@ -221,8 +223,7 @@ def _summary(points, kind, key, seed_rows, bw):
                 row[col.replace('_mbps', '_max')] = float(vals.max()) if len(vals) else None
         row['rx_over_iperf'] = _ratio(row['rx_mbps'], row['iperf_mbps'])
         row['rx_over_bw'] = _ratio(row['rx_mbps'], bw)
-        row['cpu_bound'] = bool(rows['cpu_bound'].fillna(False).astype(bool).any()) \
-            if len(rows) else None
+        row.update(pooled_cpu(rows))
         out.append(row)
     return pd.DataFrame(out)
 

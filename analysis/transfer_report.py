@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis import inputs, kvload_report, machine, transfer_seed
 from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
-from analysis.stats import cpu_bar
+from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
 from analysis.tables import cell as _f, nan
 
 IPERF_GOAL = 0.9        # files >= 10 MB at 1000-byte packets: R_x / iperf3 goodput
@@ -230,6 +230,7 @@ def report(manifest, data, drawn):
              '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
              'when more than %g %% of its samples are over %g %% busy' % (
                  _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
+    lines += verdicts_line(pts['cpu_verdict'] if 'cpu_verdict' in pts else [], (busy, over))
     if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
         lines.append('- backend: simulation (`repronet.sim`, virtual time): iperf3, the capture '
                      'and the cold-read points did not run; no CPU monitor; the stream model '
@@ -248,13 +249,13 @@ def report(manifest, data, drawn):
             ('table1_size', 'Table 1: rate against file size',
              ['size', 'seed_tx_mbps', 'seed_rx_mbps', 'tx_mbps', 'rx_mbps', 'rx_min',
               'rx_max', 'iperf_mbps', 'rx_over_iperf', 'rx_over_bw', 'cold_tx_open_mbps',
-              'cold_rx_mbps', 'failed', 'cpu_bound']),
+              'cold_rx_mbps', 'failed', 'cpu']),
             ('table2_packet', 'Table 2: rate against packet size',
              ['packet', 'seed_tx_mbps', 'seed_rx_mbps', 'tx_mbps', 'rx_mbps', 'iperf_mbps',
-              'rx_over_iperf', 'failed', 'cpu_bound']),
+              'rx_over_iperf', 'failed', 'cpu']),
             ('table3_load', 'Table 3: simultaneous connections (per connection, and all)',
              ['conns', 'seed_tx_mbps', 'seed_rx_mbps', 'tx_mbps', 'rx_mbps',
-              'aggregate_mbps', 'aggregate_over_one', 'jain', 'failed', 'cpu_bound']),
+              'aggregate_mbps', 'aggregate_over_one', 'jain', 'failed', 'cpu']),
             ('table4_iperf', 'Table 4: iperf3 -P N (per stream, and all)',
              ['conns', 'seed_iperf_mean_mbps', 'seed_iperf_sum_mbps',
               'iperf_stream_mean_mbps', 'iperf_mbps', 'iperf_jain']),
@@ -265,6 +266,7 @@ def report(manifest, data, drawn):
              ['packet', 'size', 'segments', 'exact', 'split_writes', 'expected_exact', 'larger',
               'sizes_seen', 'wire_ok'])):
         df = data[name]
+        df = with_cpu_mark(df) if 'cpu_bound' in df else df
         if len(df):
             lines += ['', '## %s' % title, ''] + _table(df, [c for c in cols if c in df], '%.2f')
     lines += ['', '## The seed\'s observations against this run', ''] + _observations(

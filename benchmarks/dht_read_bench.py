@@ -3,6 +3,12 @@ by a veth pair (offloads off, as the emulation's hosts), HTB shaping and the emu
 daemon on demand, the real index server in one of them, its CPU time (schedstat) and its
 system calls counted by ``perf stat``. Everything it makes it removes (``Pair`` is a context
 manager); it needs root.
+
+The delay daemon is configured and started the way the emulation does it, through the
+emulation's own functions (``linkemu_paths.daemon_config`` for its config file,
+``linkemu_daemon.daemon_argv`` for its command line, ``rules_text``/``unrules_text`` for the
+NFQUEUE rule, ``linkemu.htb_quantum`` for the HTB class), so a change there reaches the
+bench too (``daemon_setup``; tests/test_dht_read_cost.py compares them).
 """
 
 import glob
@@ -16,16 +22,31 @@ import subprocess
 import sys
 import tempfile
 
+from repronet.emu.linkemu import htb_quantum
+from repronet.emu.linkemu_daemon import BINARY as LINKDELAY, daemon_argv, rules_text, \
+    unrules_text
+from repronet.emu.linkemu_paths import PathSpec, daemon_config
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SERVER_IP, CLIENT_IP, PORT = '10.213.0.1', '10.213.0.2', 7000
 GSO_MAX_SEGS = 65535        # the kernel's default for a veth
-LINKDELAY = str(REPO / 'repronet' / 'emu' / 'linkdelay' / 'linkdelay')
 EVENTS = ('syscalls:sys_enter_recvfrom', 'syscalls:sys_enter_epoll_wait')
+HOLDS_US = (50, 50)         # dht8's two links of 0.05 ms between a peer and an index server
+SEED = 1
 
 
-def _run(argv):
-    """Run a setup command; RuntimeError with its stderr if it fails."""
-    done = subprocess.run(argv, capture_output=True, text=True)
+def daemon_setup(config_path):
+    """(config text, argv) of the delay daemon at the server: what the emulation would write
+    and run for one receiver whose only source is the client, two hops of HOLDS_US away."""
+    spec = PathSpec(src='client', dst='server', hops=tuple((h, 0) for h in HOLDS_US),
+                    loss=0.0, links=('client->switch', 'switch->server'))
+    text, _, simple, _ = daemon_config([spec], lambda src: [CLIENT_IP])
+    return text, daemon_argv(LINKDELAY, str(config_path), SEED, 'server', 1, simple)
+
+
+def _run(argv, stdin=None):
+    """Run a setup command (stdin: text it reads); RuntimeError with its stderr if it fails."""
+    done = subprocess.run(argv, capture_output=True, text=True, input=stdin)
     if done.returncode != 0:
         raise RuntimeError('%s failed: %s' % (' '.join(argv), done.stderr.strip()))
 
@@ -64,33 +85,29 @@ class Pair:
                            capture_output=True)
             _run(['ip', '-n', ns, 'link', 'set', 'dev', end, 'gso_max_segs', str(segs)])
             if bw:
-                quantum = min(max(int(bw * 1e6 / 8 / 10), 1000), 200000)   # as linkemu does
                 _run(['ip', 'netns', 'exec', ns, 'tc', 'qdisc', 'add', 'dev', end, 'root',
                       'handle', '5:', 'htb', 'default', '1'])
                 _run(['ip', 'netns', 'exec', ns, 'tc', 'class', 'add', 'dev', end, 'parent',
                       '5:', 'classid', '5:1', 'htb', 'rate', '%gMbit' % bw, 'burst', '15k',
-                      'quantum', str(quantum)])
+                      'quantum', str(htb_quantum(bw))])     # burst: Mininet's TCIntf
 
     def hold(self, on):
         """Start (on) or stop the delay daemon holding what reaches the server for 2 x 50 us."""
         if on and self.daemon is None:
             self.conf_dir = tempfile.mkdtemp(prefix='rcost-')
             conf = pathlib.Path(self.conf_dir) / 'linkdelay.conf'
-            conf.write_text('%s 0.000000000 2 50 0 50 0\n' % CLIENT_IP)
+            text, argv = daemon_setup(conf)
+            conf.write_text(text)
             self.daemon = subprocess.Popen(
-                ['ip', 'netns', 'exec', self.server_ns, LINKDELAY, '--config', str(conf),
-                 '--queue', '0', '--seed', '1', '--host-id', '1', '--control-stdin', '--gso',
-                 '--rt-priority', '10', '--rt-budget-ms', '200', '--spin-us', '100',
-                 '--spin-permille', '500'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, text=True)
+                ['ip', 'netns', 'exec', self.server_ns] + argv, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             if '"ready"' not in self.daemon.stdout.readline():
                 raise RuntimeError('the delay daemon did not start (%s)' % LINKDELAY)
-            _run(['ip', 'netns', 'exec', self.server_ns, 'iptables', '-w', '-t', 'raw', '-A',
-                  'PREROUTING', '-i', self.ends[self.server_ns], '-j', 'NFQUEUE',
-                  '--queue-num', '0'])
+            _run(['ip', 'netns', 'exec', self.server_ns, 'iptables-restore', '--noflush', '-w'],
+                 rules_text([self.ends[self.server_ns]]))
         elif not on and self.daemon is not None:
-            _run(['ip', 'netns', 'exec', self.server_ns, 'iptables', '-w', '-t', 'raw', '-F',
-                  'PREROUTING'])
+            _run(['ip', 'netns', 'exec', self.server_ns, 'iptables-restore', '--noflush', '-w'],
+                 unrules_text())
             self.daemon.terminate()
             stats = [json.loads(line) for line in self.daemon.stdout if '"stats"' in line]
             self.daemon.wait(10)

@@ -248,7 +248,8 @@ def main(argv=None):
         p.error('--dht-share %s is not a folder' % args.dht_share)
     if os.geteuid() != 0:
         p.error('run as root: it makes two network namespaces and a shaped veth pair')
-    missing = [t for t in ('ip', 'tc', 'ethtool', 'perf', 'iptables') if shutil.which(t) is None]
+    missing = [t for t in ('ip', 'tc', 'ethtool', 'perf', 'iptables-restore')
+               if shutil.which(t) is None]
     if missing:
         p.error('needs %s on PATH' % ', '.join(missing))
     if 'emu' in args.arrivals and not os.access(LINKDELAY, os.X_OK):

@@ -59,13 +59,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from repronet.emu.linkcpus import LinkCpus, LinkCpuError  # noqa: E402
-from repronet.emu import linkemu_holds  # noqa: E402
-from repronet.emu.linkemu_holds import late_bound_us  # noqa: E402
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
-from benchmarks.lan_latency_report import (TCP_MBIT, combine, print_flood,  # noqa: E402
-                                          print_rows, print_targets, print_tcp)
-
+from benchmarks.lan_latency_report import (TCP_MBIT, combine, lateness,  # noqa: E402
+                                          print_flood, print_header, print_rows,
+                                          print_schedule, print_targets, print_tcp)
 from benchmarks.args import whole  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,40 +121,6 @@ def request_response(net, log_dir, count, interval):
         reflector.stop()
     with open(sender.log_path) as f:
         return [json.loads(line)['rtt_us'] for line in f if '"echo"' in line]
-
-
-def lateness(stats):
-    """Over the daemons' counters: the lateness figures the manifest's ``link_holds`` gives
-    (``linkemu_holds.record``: mean weighted by released packets, the worst, bounds of the
-    median and 99th percentile from the summed histograms), and beside them the mean time
-    packets waited to be read, the share of packets with a kernel stamp, the verdicts' mean
-    time, CPU s, the largest learned spin window and wake-up overshoot quantile, and how many
-    daemons left SCHED_FIFO or were made to sleep."""
-    holds = linkemu_holds.record(
-        [{'host': name, 'hold_us_min': None, 'hold_us_max': None,
-          'cpu_s': record.get('cpu_s', 0.0), 'server': None} for name, record in stats.items()],
-        [record.get('counters') or {} for record in stats.values()], late_share=0)
-    queued = stamped = unstamped = 0
-    for record in stats.values():
-        counters = record.get('counters') or {}
-        queued += counters.get('queued_us_mean', 0.0) * counters.get('stamped', 0)
-        stamped += counters.get('stamped', 0)
-        unstamped += counters.get('unstamped', 0)
-    rows = holds['daemons']
-    released = holds['released']
-    spin = [r['spin_us'] for r in rows if r['spin_us'] is not None]
-    wake = [r['wake_overshoot_us_q'] for r in rows if r['wake_samples']]
-    return {'verdict_us': sum((r['released'] or 0) * (r['verdict_us_mean'] or 0)
-                              for r in rows) / released if released else None,
-            'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
-            'rt_demoted': len(holds['rt_demoted']),
-            'forced_sleeps': sum(r['forced_sleeps'] or 0 for r in rows),
-            'late_us_mean': holds['late_us_mean'], 'late_us_max': holds['late_us_max'],
-            'late_us_p50': late_bound_us(holds['late_hist_log2_us'], 0.5),
-            'late_us_p99': late_bound_us(holds['late_hist_log2_us'], 0.99),
-            'queued_us_mean': queued / stamped if stamped else None,
-            'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
-            'daemon_cpu_s': sum(r['cpu_s'] for r in rows)}
 
 
 @contextlib.contextmanager
@@ -359,10 +323,7 @@ def main(argv=None):
     setLogLevel('critical')
     _override_schedule(args)
     git = provenance.git_state(REPO)
-    print('commit %s%s, %d cores, kernel %s; %s%s' % (
-        (git['revision'] or '?')[:12], ' (dirty)' if git['dirty'] else '', os.cpu_count(),
-        os.uname().release, _uptime(), '; daemon %s' % args.daemon if args.daemon else ''),
-        flush=True)
+    print_header(git, os.cpu_count(), os.uname().release, _uptime(), args.daemon)
     rows = []
     with SignalGuard() as guard:
         try:
@@ -383,12 +344,7 @@ def main(argv=None):
         except Interrupted as e:
             print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)
             return 128 + e.signum
-    schedule = next((r['schedule'] for r in rows if r['schedule']), None)
-    print('daemons scheduled: %s; CPU idle states: %s; %s' % (
-        json.dumps(schedule) if schedule else 'not recorded', args.cpu_idle,
-        'CPUs %s set apart for the daemons, hosts on %s' % (
-            args.split.record()['daemons'], args.split.record()['rest'])
-        if args.link_cpus else 'daemons and hosts share every CPU'))
+    print_schedule(rows, args.cpu_idle, args.split.record() if args.link_cpus else None)
     rows = combine(rows)
     print_rows(rows)
     print_targets(rows)

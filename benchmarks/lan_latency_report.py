@@ -1,10 +1,17 @@
-"""The printed half of ``benchmarks/lan_latency.py``: its table and issue 15's targets.
+"""The printed half of ``benchmarks/lan_latency.py``: its header, the daemons' figures of each
+row (``lateness``), its table and issue 15's targets.
 
 Apart so the measuring script stays one screenful per job; the targets' figures live here,
 next to the lines that judge them (never asserted: the benchmark prints, the reader judges).
+Pure functions of the figures a run measured: tests/test_lan_latency_report.py feeds them
+recorded ones.
 """
 
+import json
 import statistics
+
+from repronet.emu import linkemu_holds
+from repronet.emu.linkemu_holds import late_bound_us
 
 IDLE_LATE_US = 5.0          # issue 15: idle mean lateness at most 5 us
 SATURATED_LATE_US = 15.0    # issue 15: saturated mean lateness at most 15 us
@@ -12,6 +19,57 @@ RTT_SHARE = 0.05            # issue 15: within 5 % of floor + configured RTT at 
 TCP_MBIT = 500              # issue 15: TCP at 500 Mbit/s with 1 ms still at 0.95 of the rate
 TCP_SHARE = 0.95
 PAYLOAD_SHARE = 1448 / 1514   # TCP payload (timestamps on) in a 1,514-byte frame HTB counts
+
+
+def lateness(stats):
+    """Over the daemons' counters: the lateness figures the manifest's ``link_holds`` gives
+    (``linkemu_holds.record``: mean weighted by released packets, the worst, bounds of the
+    median and 99th percentile from the summed histograms), and beside them the mean time
+    packets waited to be read, the share of packets with a kernel stamp, the verdicts' mean
+    time, CPU s, the largest learned spin window and wake-up overshoot quantile, and how many
+    daemons left SCHED_FIFO or were made to sleep."""
+    holds = linkemu_holds.record(
+        [{'host': name, 'hold_us_min': None, 'hold_us_max': None,
+          'cpu_s': record.get('cpu_s', 0.0), 'server': None} for name, record in stats.items()],
+        [record.get('counters') or {} for record in stats.values()], late_share=0)
+    queued = stamped = unstamped = 0
+    for record in stats.values():
+        counters = record.get('counters') or {}
+        queued += counters.get('queued_us_mean', 0.0) * counters.get('stamped', 0)
+        stamped += counters.get('stamped', 0)
+        unstamped += counters.get('unstamped', 0)
+    rows = holds['daemons']
+    released = holds['released']
+    spin = [r['spin_us'] for r in rows if r['spin_us'] is not None]
+    wake = [r['wake_overshoot_us_q'] for r in rows if r['wake_samples']]
+    return {'verdict_us': sum((r['released'] or 0) * (r['verdict_us_mean'] or 0)
+                              for r in rows) / released if released else None,
+            'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
+            'rt_demoted': len(holds['rt_demoted']),
+            'forced_sleeps': sum(r['forced_sleeps'] or 0 for r in rows),
+            'late_us_mean': holds['late_us_mean'], 'late_us_max': holds['late_us_max'],
+            'late_us_p50': late_bound_us(holds['late_hist_log2_us'], 0.5),
+            'late_us_p99': late_bound_us(holds['late_hist_log2_us'], 0.99),
+            'queued_us_mean': queued / stamped if stamped else None,
+            'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
+            'daemon_cpu_s': sum(r['cpu_s'] for r in rows)}
+
+
+def print_header(git, cores, kernel, uptime, daemon=None):
+    """The first line: commit, cores, kernel, load, and the daemon build when not ours."""
+    print('commit %s%s, %d cores, kernel %s; %s%s' % (
+        (git['revision'] or '?')[:12], ' (dirty)' if git['dirty'] else '', cores, kernel,
+        uptime, '; daemon %s' % daemon if daemon else ''), flush=True)
+
+
+def print_schedule(rows, cpu_idle, split=None):
+    """How the daemons were scheduled (the first row's record), the CPU idle states and the
+    CPUs set apart for the daemons (split: LinkCpus.record() with --link-cpus, else None)."""
+    schedule = next((r['schedule'] for r in rows if r['schedule']), None)
+    print('daemons scheduled: %s; CPU idle states: %s; %s' % (
+        json.dumps(schedule) if schedule else 'not recorded', cpu_idle,
+        'CPUs %s set apart for the daemons, hosts on %s' % (split['daemons'], split['rest'])
+        if split else 'daemons and hosts share every CPU'))
 
 
 def print_flood(row):

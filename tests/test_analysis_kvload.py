@@ -232,7 +232,7 @@ def test_rebuilding_gives_byte_identical_tables_and_report(tmp_path):
     kvload_folder.make_run(second)
     kvload.build(first)
     once = _outputs(first)
-    assert len(once) == 10       # 9 tables and report.md
+    assert len(once) == 11       # 10 tables and report.md
     kvload.build(first)
     assert _outputs(first) == once
     kvload.build(second)

@@ -28,6 +28,11 @@ def _mbps(seconds):
 
 @pytest.fixture
 def run(tmp_path):
+    return make_run(tmp_path)
+
+
+def make_run(tmp_path):
+    """Write the hand-made rudp folder under tmp_path/run; return its path."""
     run = tmp_path / 'run'
     logs = run / 'logs'
     logs.mkdir(parents=True)

@@ -9,6 +9,7 @@ spite of ``cpus`` the monitor test reads 0.5 instead of 1.0.
 """
 
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -140,3 +141,32 @@ def test_the_machine_line_survives_odd_records():
     base = {'provenance': {'host': {'cpus': 2, 'memory_bytes': 2 ** 34}}}
     for mechanisms in ([1], 'x', {'link_cpus': [2]}, {'link_cpus': {'reserved': 'x'}}, None):
         assert machine.describe(dict(base, mechanisms=mechanisms)).startswith('2 CPUs, 16.0')
+
+
+def test_the_kernels_cpu_list_reads_as_the_cpus_it_names():
+    assert linkcpus.allowed_list('0-2,5,7-8\n') == [0, 1, 2, 5, 7, 8]
+    assert linkcpus.allowed_list(' 3') == [3]
+    with open('/proc/self/status') as handle:
+        line = [x for x in handle if x.startswith('Cpus_allowed_list:')][0]
+    assert linkcpus.allowed_list(line.split(':', 1)[1]) == sorted(os.sched_getaffinity(0))
+    with pytest.raises(ValueError):
+        linkcpus.allowed_list('0-x')
+
+
+def test_one_helper_says_which_cpus_usable_for_the_split_and_the_provenance():
+    """CPython asks sched_getaffinity, PyPy (which has none) the kernel's list: both the
+    same CPUs, and the manifest's cpus_usable is their count."""
+    from repronet.run import provenance
+    mine = sorted(os.sched_getaffinity(0))
+    assert linkcpus.usable_cpus() == mine
+    assert provenance.host()['cpus_usable'] == len(mine)
+    pypy = shutil.which('pypy3')
+    if pypy is None:
+        pytest.skip('pypy3 not installed (the fallback path)')
+    out = subprocess.run([pypy, '-c', 'import os; from repronet.emu.linkcpus import '
+                          'usable_cpus; from repronet.run.provenance import host; '
+                          'print(hasattr(os, "sched_getaffinity"), usable_cpus(), '
+                          'host()["cpus_usable"])'], capture_output=True, text=True,
+                         timeout=60, check=True, cwd=os.path.dirname(os.path.dirname(
+                             os.path.abspath(__file__))))
+    assert out.stdout.split(None, 1)[1].strip() == '%s %d' % (mine, len(mine))

@@ -32,8 +32,30 @@ class LinkCpuError(ValueError):
 
 
 def usable_cpus():
-    """The CPUs this process may run on, in order."""
-    return sorted(os.sched_getaffinity(0))
+    """The CPUs this process may run on, in order (the one place that asks: the runner's
+    provenance records their count, ``repronet.run.provenance``).
+
+    PyPy 3.9 has no ``os.sched_getaffinity``: then the kernel's ``Cpus_allowed_list``
+    (/proc/self/status), which says the same, and failing that every CPU."""
+    if hasattr(os, 'sched_getaffinity'):
+        return sorted(os.sched_getaffinity(0))
+    try:
+        with open('/proc/self/status') as handle:
+            for line in handle:
+                if line.startswith('Cpus_allowed_list:'):
+                    return allowed_list(line.split(':', 1)[1])
+    except (OSError, ValueError):
+        pass
+    return list(range(os.cpu_count() or 0))
+
+
+def allowed_list(text):
+    """The CPUs of a kernel CPU list ('0-2,5' -> [0, 1, 2, 5]); ValueError if malformed."""
+    cpus = set()
+    for part in text.strip().split(','):
+        first, _, last = part.partition('-')
+        cpus.update(range(int(first), int(last or first) + 1))
+    return sorted(cpus)
 
 
 def _threads():

@@ -79,6 +79,12 @@ __all__ = ['LinkEmulationError', 'LinkEmulation', 'plan']
 MECHANISMS = ('auto', 'netem', 'linkdelay')
 
 
+def htb_quantum(bw):
+    """The HTB class quantum in bytes at bw Mbit/s: the kernel's own (rate / r2q 10, clamped
+    to 1000..200000), named explicitly so tc does not warn."""
+    return min(max(int(bw * 1e6 / 8 / 10), 1000), 200000)
+
+
 class _ExplicitQuantumIntf(TCIntf):
     """TCIntf whose HTB class names its quantum, so tc prints no 'quantum is big' warning.
 
@@ -91,8 +97,8 @@ class _ExplicitQuantumIntf(TCIntf):
         """Mininet's commands, with the kernel's own quantum on the HTB class."""
         cmds, parent = TCIntf.bwCmds(self, bw=bw, **params)
         if bw:
-            quantum = min(max(int(bw * 1e6 / 8 / 10), 1000), 200000)
-            cmds = [c + ' quantum %d' % quantum if ' htb rate ' in c else c for c in cmds]
+            cmds = [c + ' quantum %d' % htb_quantum(bw) if ' htb rate ' in c else c
+                    for c in cmds]
         return cmds, parent
 
 

@@ -92,6 +92,37 @@ def host_id(host):
     return zlib.crc32(host.encode())
 
 
+def spin_permille(receivers):
+    """Each daemon's busy-poll share: SPIN_CPUS split over the receivers, capped."""
+    return min(SPIN_PERMILLE_MAX, int(1000 * SPIN_CPUS / max(1, receivers)))
+
+
+def daemon_argv(binary, config, seed, host, receivers, gso):
+    """The command line of the daemon of receiving host ``host`` (one of ``receivers``
+    daemons): its config file, queue, seed, host ID and scheduling flags (see the module
+    docstring); gso when no path to it has loss or jitter (whole GSO packets may then be
+    held as one: fewer verdicts). Every daemon, the emulation's or a bench's, starts so."""
+    return [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(seed),
+            '--host-id', str(host_id(host)), '--control-stdin',
+            '--rt-priority', str(RT_PRIORITY), '--rt-budget-ms', str(RT_BUDGET_MS),
+            '--spin-us', str(SPIN_US), '--spin-permille', str(spin_permille(receivers))
+            ] + (['--gso'] if gso else [])
+
+
+def rules_text(intfs):
+    """The raw-table transaction (``iptables-restore --noflush``) that sends what arrives on
+    intfs to the daemon's queue."""
+    rules = [f'-A {CHAIN} -i {intf} -j NFQUEUE --queue-num {QUEUE}' for intf in intfs]
+    return '\n'.join(['*raw', f':{CHAIN} - [0:0]', f'-I PREROUTING 1 -j {CHAIN}']
+                     + rules + ['COMMIT', ''])
+
+
+def unrules_text():
+    """The transaction that removes what rules_text() added."""
+    return '\n'.join(['*raw', f'-D PREROUTING -j {CHAIN}', f'-F {CHAIN}', f'-X {CHAIN}',
+                      'COMMIT', ''])
+
+
 class _Daemon:
     """One running daemon: its host, process, files and the interface its rule matches."""
 
@@ -191,11 +222,7 @@ class DaemonSet:
             f.write(text)
         if hasattr(host, 'put_file'):   # a host on another server reads its own copy
             config = host.put_file(config)
-        argv = [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(self.seed),
-                '--host-id', str(host_id(dst)), '--control-stdin'] + self._schedule_flags()
-        if simple:
-            # No loss, no jitter: whole GSO packets can be held as one (fewer verdicts).
-            argv.append('--gso')
+        argv = daemon_argv(binary, config, self.seed, dst, len(self.paths.receivers()), simple)
         log_path = os.path.join(folder, f'linkdelay-{dst}.jsonl')
         err_path = os.path.join(folder, f'linkdelay-{dst}.err')
         with open(log_path, 'w') as out, open(err_path, 'w') as err:
@@ -225,16 +252,6 @@ class DaemonSet:
             if pending:
                 time.sleep(POLL)
 
-    def _spin_permille(self):
-        """Each daemon's busy-poll share: SPIN_CPUS split over the receivers, capped."""
-        receivers = max(1, len(self.paths.receivers()))
-        return min(SPIN_PERMILLE_MAX, int(1000 * SPIN_CPUS / receivers))
-
-    def _schedule_flags(self):
-        """The daemon's scheduling flags (see the module docstring)."""
-        return ['--rt-priority', str(RT_PRIORITY), '--rt-budget-ms', str(RT_BUDGET_MS),
-                '--spin-us', str(SPIN_US), '--spin-permille', str(self._spin_permille())]
-
     def schedule(self):
         """How the daemons were scheduled, for the manifest: asked for, and what each got."""
         got, quantile = {}, None
@@ -250,7 +267,8 @@ class DaemonSet:
         return {'policy': 'fifo' if RT_PRIORITY else 'other', 'rt_priority': RT_PRIORITY,
                 'rt_budget_ms': RT_BUDGET_MS, 'rt_runtime_us': throttle,
                 'spin_us_cap': SPIN_US, 'spin_window': 'learned', 'spin_quantile': quantile,
-                'spin_permille': self._spin_permille(), 'spin_cpus': SPIN_CPUS,
+                'spin_permille': spin_permille(len(self.paths.receivers())),
+                'spin_cpus': SPIN_CPUS,
                 'policy_got': got}
 
     def holds(self):
@@ -266,15 +284,12 @@ class DaemonSet:
     @staticmethod
     def _rules(daemon):
         """The raw-table transaction that sends the host's incoming IPv4 packets to its daemon."""
-        rules = [f'-A {CHAIN} -i {intf} -j NFQUEUE --queue-num {QUEUE}' for intf in daemon.intfs]
-        return '\n'.join(['*raw', f':{CHAIN} - [0:0]', f'-I PREROUTING 1 -j {CHAIN}']
-                         + rules + ['COMMIT', ''])
+        return rules_text(daemon.intfs)
 
     @staticmethod
     def _unrules(daemon):
         """The transaction that removes what _rules added."""
-        return '\n'.join(['*raw', f'-D PREROUTING -j {CHAIN}', f'-F {CHAIN}', f'-X {CHAIN}',
-                          'COMMIT', ''])
+        return unrules_text()
 
     def pids(self):
         """PIDs of every daemon started (running or not)."""

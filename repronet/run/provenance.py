@@ -19,6 +19,8 @@ import socket
 import subprocess
 import sys
 
+from repronet.emu.linkcpus import usable_cpus
+
 _TIMEOUT = 10
 
 # Manifest key -> (Python distribution names, Debian package) for Python packages.
@@ -122,27 +124,10 @@ def _os_release():
     return fields
 
 
-def _usable_cpus():
-    """CPUs this process may run on (PyPy 3.9 has no os.sched_getaffinity: then the
-    kernel's Cpus_allowed_list, which says the same)."""
-    if hasattr(os, 'sched_getaffinity'):
-        return len(os.sched_getaffinity(0))
-    try:
-        with open('/proc/self/status') as handle:
-            for line in handle:
-                if line.startswith('Cpus_allowed_list:'):
-                    return sum(int(b) - int(a) + 1 for a, _, b in (
-                        (r.partition('-') if '-' in r else (r, '', r))
-                        for r in line.split(':')[1].strip().split(',')))
-    except (OSError, ValueError):
-        pass
-    return os.cpu_count()
-
-
 def host():
     """CPU count, usable CPUs, CPU model and memory of this machine."""
     info = {'hostname': socket.gethostname(), 'cpus': os.cpu_count(),
-            'cpus_usable': _usable_cpus(), 'cpu_model': None,
+            'cpus_usable': len(usable_cpus()) or None, 'cpu_model': None,
             'memory_bytes': None}
     try:
         with open('/proc/cpuinfo') as handle:
