@@ -9,6 +9,7 @@ follow payload / (payload + 66 header bytes); and the two runs' logs and tables 
 byte-identical. The simulated node programs do no I/O of time, randomness or sockets of
 their own, and refusals that only a simulated run has are one sentence."""
 
+import json
 import subprocess
 import sys
 
@@ -47,6 +48,11 @@ def test_a_simulated_smoke_run_is_analysed_and_skips_what_needs_real_hosts(runs)
     assert not any((first / 'logs').glob('*iperf3*'))
     report = (first / 'report.md').read_text()
     assert 'every received file whole' in report and '- backend: simulation' in report
+    # the context's hosts and the TCP model's settings (no sysctl to read: runs_programs False)
+    manifest = json.loads((first / 'manifest.json').read_text())
+    assert {'srv', 'c1', 'ka', 'kb'} <= set(manifest['hosts']) and \
+        all(ip.count('.') == 3 for ip in manifest['hosts'].values())
+    assert manifest['tcp']['congestion_control'].startswith('none (fixed window')
 
 
 def test_small_segments_pay_their_headers(runs):

@@ -138,10 +138,10 @@ class Point:
         failed = ['c%d' % i for i, node in enumerate(clients, 1)
                   if node.returncode != 0]
         alive = server.poll() is None
-        if ctx.params.backend == 'sim':
-            dbsize = self._summary_keys(server)
+        if ctx.runs_programs():
+            dbsize = self._dbsize(client_hosts[0], ip)     # redis-cli, a tool of its own
         else:
-            dbsize = self._dbsize(client_hosts[0], ip)
+            dbsize = self._summary_keys(server)
         return {'failed_clients': failed, 'dbsize_after': dbsize, 'server_alive': alive}
 
     def _summary_keys(self, server):

@@ -143,7 +143,7 @@ class Point:
         try:
             self._ours(recv)
             if self.point['kind'] != 'capture' and not self.point.get('cold') and \
-                    self.params.backend != 'sim':
+                    self.ctx.runs_programs():
                 self._iperf()           # iperf3 reads no file: its warm twin has it
         finally:
             self.ctx.stop_nodes([n for n in self.nodes if n.returncode is None])
@@ -286,8 +286,7 @@ def setup(ctx, points, mss_for_payload):
     os.makedirs(p.workdir, exist_ok=True)
     files = FileSet(os.path.join(p.workdir, 'files'), p.seed)
     files.make(pt['size'] for pt in points)
-    sim = p.backend == 'sim'
-    tcp = SIM_TCP if sim else tcp_settings(ctx.host('srv'))
+    tcp = tcp_settings(ctx.host('srv')) if ctx.runs_programs() else SIM_TCP
     timestamps = tcp.get('timestamps') not in ('0', None)
     mss = {pt['packet']: mss_for_payload(pt['packet'], timestamps) for pt in points}
     offloads = []
@@ -302,8 +301,7 @@ def setup(ctx, points, mss_for_payload):
                 raise RuntimeError('cannot turn offloads off on %s-eth0: %s' % (
                     name, err.strip()))
             offloads.append('%s-eth0' % name)
-    hosts = ctx.backend.hosts.values() if sim else ctx.net.hosts
-    ctx.results.update(hosts={h.name: h.IP() for h in hosts}, tcp=tcp,
+    ctx.results.update(hosts={h.name: h.IP() for h in ctx.hosts()}, tcp=tcp,
                        workdir_fs=file_system(p.workdir),
                        files={FileSet.name(s): h for s, h in sorted(files.sha256.items())},
                        segment_mss={str(k): v for k, v in sorted(mss.items())},

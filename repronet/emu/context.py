@@ -31,6 +31,12 @@ class EmuContext(RunContext):
         """Return the Mininet host called name."""
         return self.net.get(name)
 
+    def hosts(self):
+        return list(self.net.hosts)
+
+    def runs_programs(self):
+        return True
+
     def _start(self, host, name, argv, ready, barrier, suffix, env):
         """Start a NodeProcess; track it (and record its PID) as soon as it has one."""
         cls = getattr(host, 'process_class', NodeProcess)   # a host of another server's

@@ -5,7 +5,8 @@ an experiment sees the same calls whichever backend runs it. What does not depen
 backend lives here: the parameters, the results folder, the current point, the nodes
 started so far and their unique names, starting a node and waiting for its readiness, the
 barrier, stopping nodes, timed parts and heartbeats. What does is the backend's part, the
-methods below that raise ``NotImplementedError``: a host by name, starting and stopping
+methods below that raise ``NotImplementedError``: a host by name, every host, whether a node
+may be any program (``runs_programs``), starting and stopping
 node programs, the clock, what a point does to time and faults (``sleep``, ``wait_any``,
 ``kill``/``pause``/``resume`` of a node, ``link_status``, ``packets_sent``), and what only
 real hosts have (``sysctls``, ``cost_meter``, ``link_report``: None or nothing elsewhere),
@@ -89,6 +90,17 @@ class RunContext:
     # -- the backend's part ---------------------------------------------------------------
     def host(self, name):
         """Return the host called name: it has ``.name`` and ``.IP()``."""
+        raise NotImplementedError
+
+    def hosts(self):
+        """Every host of the topology, in the backend's order (each has ``.name`` and ``.IP()``)."""
+        raise NotImplementedError
+
+    def runs_programs(self):
+        """True where a node may be any program on its host (iperf3, redis-cli, ethtool: the
+        emulation's hosts run real executables); False where nodes are repronet's node programs
+        that the backend drives in virtual time (simulation). An experiment asks this, not
+        which backend it is, before it starts a tool nobody here wrote."""
         raise NotImplementedError
 
     def _start(self, host, name, argv, ready, barrier, suffix, env):

@@ -58,6 +58,12 @@ class SimContext(RunContext):
         except KeyError:
             raise ValueError('no host %r in the topology' % name) from None
 
+    def hosts(self):
+        return list(self.backend.hosts.values())
+
+    def runs_programs(self):
+        return False
+
     def _start(self, host, name, argv, ready, barrier, suffix, env):
         """Run the node program's simulate(); readiness is its ready log line, whatever
         ``ready`` says (``env`` has no meaning here)."""
