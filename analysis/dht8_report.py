@@ -67,6 +67,15 @@ def report(manifest, data):
                  _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), _pct(busy),
                  _pct(1 - busy), _pct(over)),
              '- %s' % _lateness(data.get('linkdelay', pd.DataFrame()), params)]
+    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
+        lines[-3:] = [     # the machine, CPU and lateness lines of an emulated run
+            '- **backend: simulation** (`repronet.sim`, virtual time): every time below was '
+            'computed by the simulator\'s network model and CPU charges (`--sim-cost`, '
+            'recorded in the manifest), not measured on a network; the machine that ran '
+            'the simulator: %s' % machine.describe(manifest),
+            '- CPU: no monitor; the simulated hosts\' CPUs are the model\'s, and the load '
+            'of the machine running the simulator does not enter the times; the capture part '
+            'does not run in simulation']
     pts = data.get('points', pd.DataFrame())
     if len(pts):
         hot = pts[pts['cpu_bound'].map(lambda v: str(v) == 'True')]
@@ -213,7 +222,8 @@ def _part2(p2):
             _f(r.concurrent_clients, '%d'), _f(r.total_time_s), _f(r.total_time_s_sd),
             _f(r.s_per_file, '%.5f'), _f(r.bytes_per_s_per_client, '%.0f'),
             _f(r.fraction_of_link, '%.2f'), _f(seed[0], '%.2f'), _f(seed[1], '%.4g'),
-            _f(seed[2], '%.0f'), _f(r.cpu_busy, '%.2f')))
+            _f(seed[2], '%.0f'),
+            _f(r.cpu_busy, '%.2f') + (' (CPU-bound)' if str(r.cpu_bound) == 'True' else '')))
     return lines + ['', 'Figures: `figures/part2_bytes_per_s.png`, '
                     '`figures/part2_bytes_per_s_vs_size.png`.', '']
 

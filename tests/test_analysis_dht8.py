@@ -152,3 +152,17 @@ def test_figures_draw_what_the_tables_say(run):
     assert fo.get('client --timeout', 'reference').y == (1000.0,)
     cap = drawn['capture_messages']
     assert cap.get('repetitions', 'points').y == (4.0, 4.0)
+
+
+def test_part2_rows_carry_the_cpu_bound_mark_as_part1_rows_do():
+    """A new user saw sets A-E at 8 peers 1.00 busy with no mark though part2.csv said
+    cpu_bound: the Part II table now writes it, as Part I's does."""
+    import pandas as pd
+    from analysis import dht8_report
+    row = {'set': 'A', 'ops_per_client': 100, 'concurrent_clients': 8, 'total_time_s': 1.0,
+           'total_time_s_sd': 0.1, 's_per_file': 0.01, 'bytes_per_s_per_client': 1e6,
+           'fraction_of_link': 0.1, 'cpu_busy': 1.0, 'cpu_bound': True}
+    lines = dht8_report._part2(pd.DataFrame([row, dict(row, set='B', cpu_busy=0.3,
+                                                      cpu_bound=False)]))
+    rows = [ln for ln in lines if ln.startswith('| A ') or ln.startswith('| B ')]
+    assert rows[0].endswith('| 1.00 (CPU-bound) |') and rows[1].endswith('| 0.30 |')
