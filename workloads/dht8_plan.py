@@ -158,14 +158,17 @@ def _needs(params, values):
 
 
 #: Seconds per operation of one client, and to start one node (server, client, peer) or
-#: one capture: rounded from ``logs/points.jsonl`` of one ``topologies/dht8.py --scale
-#: smoke`` run (4 servers, 2 peers, 100 files) on the development machine, whose manifest
-#: recorded 2 cores: timed parts 0.05 s for 100 batched registers, 0.1 s for 100 unbatched
-#: ones or 100 searches (the wait loop's resolution), and about 0.4 s outside the timed part
-#: for 6 nodes, 1.25 s more with captures. Only ``--dry-run`` and the ETA use them, and only
-#: as a rough guide: a machine with other cores, or another load, takes longer or less.
-OP_SECONDS = {'register batched': 0.0005, 'register': 0.001, 'search': 0.001,
+#: one capture, and the peers' bytes as a multiple of one link's rate (``SHARED_LINKS``):
+#: fitted per kind of point to ``logs/points.jsonl`` of the quick start's dht8 run at
+#: 1c2a77b (default scale, 82 points, 539 s of points; a 2-core machine, CPU-bound in 62 of
+#: them), where the earlier constants, rounded from one smoke run, gave 1,148 s: batched
+#: registers took 0.20 of their estimate, unbatched ones and searches 0.5, Part II's
+#: downloads 0.43 (its 8 peers moved their bytes at about 2.3 links' rate). Only
+#: ``--dry-run`` and the ETA use them, as a guide: the ETA rescales each kind by its own
+#: finished points, and a machine with other cores, or another load, takes longer or less.
+OP_SECONDS = {'register batched': 0.0001, 'register': 0.0005, 'search': 0.00045,
               'download': 0.0015}
+SHARED_LINKS = 2.3
 NODE_START_S, CAPTURE_START_S = 0.07, 1.25
 
 
@@ -189,7 +192,8 @@ def estimate_seconds(point, files, nbytes, params):
     if op != 'register':
         seconds += files * OP_SECONDS['register batched']       # untimed setup
     if op == 'download':
-        seconds += point['peers'] * nbytes * 8 / ((params.bw or BW_MAX_MBIT) * 1e6)
+        seconds += point['peers'] * nbytes * 8 / (SHARED_LINKS * (params.bw or BW_MAX_MBIT)
+                                                  * 1e6)
     if point.get('fault') in ('hang', 'cut'):
         seconds += params.timeout
     return seconds
