@@ -51,6 +51,16 @@ def usage():
     return '\n'.join(lines)
 
 
+def command_help(name):
+    """Return NAME --help's text: its usage line and what it does (``run``: the experiments)."""
+    args, text = next((a, t) for n, a, t in COMMANDS if n == name)
+    lines = [('usage: %s %s %s' % (PROG, name, args)).rstrip(), '', text[0].upper() + text[1:] + '.']
+    if name == 'run':
+        lines += ['', 'experiments: %s' % ', '.join(experiments()),
+                  '"%s run EXPERIMENT --help" shows an experiment\'s flags.' % PROG]
+    return '\n'.join(lines)
+
+
 def experiments():
     """Return {name: path} of the runnable experiment scripts in topologies/."""
     return {p.stem: p for p in sorted(TOPOLOGIES.glob('*.py'))
@@ -248,6 +258,10 @@ def main(argv=None):
         print(usage())
         return 0
     handler = HANDLERS.get(argv[0])
+    if handler is not None and argv[1:] in (['-h'], ['--help']) and \
+            argv[0] in ('run', 'list', 'clean', 'compare'):  # caps and analyse have their own
+        print(command_help(argv[0]))
+        return 0
     if handler is None:
         return _refuse('unknown command %r; commands: %s (see %s --help)'
                        % (argv[0], ', '.join(HANDLERS), PROG))

@@ -215,3 +215,15 @@ def test_ctrl_c_in_analyse_is_one_line(tmp_path):
         pytest.skip('all 40 folders were rebuilt before the signal arrived')
     assert proc.returncode == 130
     assert err == 'analysis interrupted; run the same command again to rebuild\n'
+
+
+@pytest.mark.parametrize('command', ['run', 'list', 'clean', 'compare'])
+def test_every_command_answers_help(command):
+    """A new user's `repronet list --help` was refused ("takes no arguments"): each command
+    prints its usage line and what it does, exit 0; run also names the experiments."""
+    out = repronet(command, '--help')
+    assert out.returncode == 0 and out.stderr == '', out.stderr
+    assert out.stdout.startswith('usage: repronet %s' % command)
+    if command == 'run':
+        assert 'experiments: ' in out.stdout and 'dht8' in out.stdout
+    assert repronet(command, '-h').stdout == out.stdout
