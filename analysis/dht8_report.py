@@ -60,22 +60,7 @@ def report(manifest, data):
                       params.get('switch'), mechanisms),
              '', '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                      if manifest.get('error') else ''),
-             '- %s' % _machine(manifest),
-             '- CPU over the run: mean busy %s, saturated: %s (a sample is over the bar when '
-             'the machine is more than %s busy, less than %s idle; a run or a point is '
-             'CPU-bound when more than %s of its samples are over)' % (
-                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), _pct(busy),
-                 _pct(1 - busy), _pct(over)),
-             '- %s' % _lateness(data.get('linkdelay', pd.DataFrame()), params)]
-    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
-        lines[-3:] = [     # the machine, CPU and lateness lines of an emulated run
-            '- **backend: simulation** (`repronet.sim`, virtual time): every time below was '
-            'computed by the simulator\'s network model and CPU charges (`--sim-cost`, '
-            'recorded in the manifest), not measured on a network; the machine that ran '
-            'the simulator: %s' % machine.describe(manifest),
-            '- CPU: no monitor; the simulated hosts\' CPUs are the model\'s, and the load '
-            'of the machine running the simulator does not enter the times; the capture part '
-            'does not run in simulation']
+             ] + _run_lines(manifest, data, params, cpu, busy, over)
     pts = data.get('points', pd.DataFrame())
     if len(pts):
         hot = pts[pts['cpu_bound'].map(lambda v: str(v) == 'True')]
@@ -101,6 +86,27 @@ def report(manifest, data):
     lines += _failover(data.get('failover', pd.DataFrame()), params)
     lines += _filesets(inputs.as_dict(manifest.get('filesets')))
     return '\n'.join(lines)
+
+
+def _run_lines(manifest, data, params, cpu, busy, over):
+    """The machine, CPU and lateness lines of an emulated run; a simulated run's say that its
+    times are the model's and which machine ran the simulator."""
+    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
+        return [
+            '- **backend: simulation** (`repronet.sim`, virtual time): every time below was '
+            'computed by the simulator\'s network model and CPU charges (`--sim-cost`, '
+            'recorded in the manifest), not measured on a network; the machine that ran '
+            'the simulator: %s' % machine.describe(manifest),
+            '- CPU: no monitor; the simulated hosts\' CPUs are the model\'s, and the load '
+            'of the machine running the simulator does not enter the times; the capture part '
+            'does not run in simulation']
+    return ['- %s' % _machine(manifest),
+            '- CPU over the run: mean busy %s, saturated: %s (a sample is over the bar when '
+            'the machine is more than %s busy, less than %s idle; a run or a point is '
+            'CPU-bound when more than %s of its samples are over)' % (
+                _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), _pct(busy),
+                _pct(1 - busy), _pct(over)),
+            '- %s' % _lateness(data.get('linkdelay', pd.DataFrame()), params)]
 
 
 def _machine(manifest):

@@ -219,13 +219,13 @@ class CpuMonitor:
         if not samples:
             return result
         busy = [s['busy'] for s in samples]
-        per_core = list(zip(*[s['cores'] for s in samples]))
-        core_values = [[v for v in col if v is not None] for col in per_core]
+        core_values = [[v for v in col if v is not None]
+                       for col in zip(*[s['cores'] for s in samples])]
         result.update(
             mean=round(sum(busy) / len(busy), 4),
             max=max(busy),
             core_mean=[round(sum(c) / len(c), 4) if c else None for c in core_values],
-            core_max=[max(c) if c else None for c in core_values],
+            core_max=_column_max(samples, 'cores'),
             over_fraction=round(sum(b > self.threshold for b in busy) / len(busy), 4),
             core_over_fraction=round(sum(
                 any(v is not None and v > self.core_threshold for v in s['cores'])
