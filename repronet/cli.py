@@ -12,7 +12,8 @@ own, so the two can never disagree:
 - ``clean`` is ``repronet.run.leftovers.clean()`` under the machine lock, refusing while a
   live run holds the lock (``mn -c`` for what a crashed repronet run left);
 - ``analyse RUN_DIR...`` is ``python -m analysis``;
-- ``compare RUN_A RUN_B`` is ``repronet.run.compare``.
+- ``compare RUN_A RUN_B`` is ``repronet.run.compare``;
+- ``reproduce [flags]`` is ``repronet.run.reproduce``: each seed's script in turn.
 
 ``vagrant/provision.sh`` installs ``/usr/local/bin/repronet``, which runs
 ``/usr/bin/python3 -m repronet`` from the checkout it was installed from.
@@ -38,6 +39,8 @@ COMMANDS = (
     ('analyse', 'RUN_DIR...', 'rebuild tables, figures and report.md of results folders'),
     ('compare', 'RUN_A RUN_B', 'two runs of one experiment side by side, with each '
      "figure's spread"),
+    ('reproduce', '[--scale S] [--backend B] [--only A,B]', "every seed report's experiment, "
+     'one after another, into one folder with one report'),
 )
 
 
@@ -232,8 +235,14 @@ def cmd_clean(argv):
     return 0
 
 
+def cmd_reproduce(argv):
+    """Run every seed's experiment into one folder (repronet.run.reproduce)."""
+    from repronet.run import reproduce
+    return reproduce.main(argv)
+
+
 HANDLERS = {'run': cmd_run, 'list': cmd_list, 'caps': cmd_caps, 'clean': cmd_clean,
-            'analyse': cmd_analyse, 'compare': cmd_compare}
+            'analyse': cmd_analyse, 'compare': cmd_compare, 'reproduce': cmd_reproduce}
 
 
 def _refuse(sentence):

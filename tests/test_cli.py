@@ -44,7 +44,7 @@ def script(name, *args, user=None):
 def test_help_lists_every_command():
     out = repronet('--help')
     assert out.returncode == 0 and out.stderr == ''
-    for command in ('run', 'list', 'caps', 'clean', 'analyse', 'compare'):
+    for command in ('run', 'list', 'caps', 'clean', 'analyse', 'compare', 'reproduce'):
         lines = [l for l in out.stdout.splitlines() if l.startswith('  %s ' % command)]
         assert len(lines) == 1 and len(lines[0].split()) > 2, out.stdout
 
@@ -55,7 +55,7 @@ def test_no_command_and_unknown_command():
     bad = repronet('frobnicate')
     assert bad.returncode == 2 and bad.stdout == ''
     assert bad.stderr == ("repronet: unknown command 'frobnicate'; commands: run, list, caps, "
-                          "clean, analyse, compare (see repronet --help)\n")
+                          "clean, analyse, compare, reproduce (see repronet --help)\n")
 
 
 def test_list_reads_docstrings_without_mininet_or_root(tmp_path):

@@ -1,0 +1,164 @@
+"""The report of ``repronet reproduce``: every seed's experiment in one page.
+
+A reproduce folder holds one results folder per seed experiment (``dht8/``, ``kvload/``,
+...) and its own manifest (experiment ``seeds``: the flags, each experiment's command,
+exit status and times). This reads only those, like every analysis, and writes:
+
+- ``tables/runs.csv``: one row per experiment (seed, status, exit, seconds against the
+  estimate, points done);
+- ``tables/targets.csv``: every experiment's ``tables/targets.csv`` stacked, with one
+  ``verdict`` column (met / not met / no data / reported), since the experiments write the
+  verdict in two ways (a ``verdict`` word, or ``met`` True/False/empty);
+- ``report.md``: the machine and revision once, a table of the experiments with their
+  targets counted, then per seed its report's opening lines (status, machine, CPU-bound
+  points) and its targets table as the experiment's own report prints them.
+
+A target counts as met only where the experiment said so; an experiment that failed or was
+interrupted is counted apart and its targets say what its own analysis could conclude.
+``repronet analyse ROOT`` rebuilds this page; each experiment's folder is rebuilt by
+``repronet analyse ROOT/NAME``.
+"""
+
+import pathlib
+
+import pandas as pd
+
+from analysis import inputs, machine
+from analysis.tables import write_tables
+from repronet.run import sweep
+
+VERDICTS = ('met', 'not met', 'no data', 'reported')
+
+
+def verdict(row):
+    """Return one of VERDICTS for a targets.csv row (a dict)."""
+    word = row.get('verdict')
+    if isinstance(word, str) and word.strip():
+        return word.strip()
+    met = row.get('met')
+    if met is True or str(met).strip().lower() == 'true':
+        return 'met'
+    if met is False or str(met).strip().lower() == 'false':
+        return 'not met'
+    return 'reported'
+
+
+def read_targets(run_dir):
+    """Return the experiment's targets as a list of dicts ([] when it wrote none)."""
+    path = pathlib.Path(run_dir) / 'tables' / 'targets.csv'
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except (OSError, ValueError):
+        return []
+    rows = []
+    for row in df.to_dict('records'):
+        rows.append({'target': row.get('target', ''), 'measured': row.get('measured', ''),
+                     'goal': row.get('goal') or row.get('rule') or row.get('seed') or '',
+                     'verdict': verdict(row)})
+    return rows
+
+
+def sections(report_text):
+    """Return (opening lines after the title, the Targets section's lines) of a report."""
+    lines = report_text.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.startswith('## ')]
+    opening = lines[1:heads[0] if heads else len(lines)]
+    targets = []
+    for n, i in enumerate(heads):
+        if lines[i].strip() == '## Targets':
+            end = heads[n + 1] if n + 1 < len(heads) else len(lines)
+            targets = lines[i + 1:end]
+    return [line for line in opening], targets
+
+
+def experiment_rows(root, manifest):
+    """Return [(run record, child manifest or None, targets, report text or None)]."""
+    found = []
+    for run in manifest.get('runs') or []:
+        if not isinstance(run, dict) or not isinstance(run.get('out'), str):
+            continue
+        child = root / run['out']
+        try:
+            child_manifest = inputs.read_manifest(child)
+        except inputs.InputError:
+            child_manifest = None
+        try:
+            text = (child / 'report.md').read_text(encoding='utf-8')
+        except OSError:
+            text = None
+        found.append((run, child_manifest, read_targets(child), text))
+    return found
+
+
+def _clock(seconds):
+    return sweep.format_duration(seconds) if inputs.is_number(seconds) else '-'
+
+
+def _status(run, child):
+    if child is not None:
+        return str(child.get('status'))
+    return 'not run' if run.get('exit') is None else 'no results folder'
+
+
+def build(run_dir):
+    """Write tables/runs.csv, tables/targets.csv and report.md of a reproduce folder."""
+    root = pathlib.Path(run_dir)
+    manifest = inputs.read_manifest(root)
+    found = experiment_rows(root, manifest)
+    runs, targets = [], []
+    for run, child, rows, _ in found:
+        runs.append({'seed': run.get('seed'), 'experiment': run.get('name'),
+                     'status': _status(run, child), 'exit': run.get('exit'),
+                     'seconds': run.get('seconds'), 'estimated_s': run.get('estimated_s'),
+                     'points': (child or {}).get('points'),
+                     'points_ok': (child or {}).get('points_ok')})
+        targets += [dict(seed=run.get('seed'), experiment=run.get('name'), **row)
+                    for row in rows]
+    write_tables(root, {
+        'runs': pd.DataFrame(runs, columns=['seed', 'experiment', 'status', 'exit', 'seconds',
+                                            'estimated_s', 'points', 'points_ok']),
+        'targets': pd.DataFrame(targets, columns=['seed', 'experiment', 'target', 'measured',
+                                                  'goal', 'verdict'])}, '%.1f')
+    (root / 'report.md').write_text(report(manifest, found), encoding='utf-8')
+    return root / 'report.md'
+
+
+def report(manifest, found):
+    """Return report.md's text."""
+    params = inputs.as_dict(manifest.get('params'))
+    git = inputs.as_dict(inputs.as_dict(manifest.get('provenance')).get('git'))
+    revision = str(git.get('revision') or 'unknown')[:12] + (' (uncommitted changes)'
+                                                             if git.get('dirty') else '')
+    lines = ['# Every seed report, reproduced (repronet reproduce)', '',
+             'Command: `%s`. Scale `%s`, backend `%s`, revision %s; started %s, ended %s '
+             '(%s).' % (' '.join(str(a) for a in manifest.get('argv') or []),
+                        params.get('scale'), params.get('backend'), revision,
+                        manifest.get('started_at'), manifest.get('ended_at'),
+                        _clock(manifest.get('seconds'))), '',
+             '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
+                                 if manifest.get('error') else ''),
+             '- machine (from the manifest): %s' % machine.describe(manifest), '',
+             '| seed | experiment | status | time (estimated) | points ok | targets met | '
+             'not met | no data | reported | report |', '|---|---|---|---|---|---|---|---|---|---|']
+    for run, child, rows, _ in found:
+        counts = [sum(1 for r in rows if r['verdict'] == v) for v in VERDICTS]
+        other = len(rows) - sum(counts)
+        lines.append('| %s | %s | %s | %s (%s) | %s | %d | %d%s | %d | %d | [%s](%s/report.md) |' % (
+            run.get('seed'), run.get('name'), _status(run, child), _clock(run.get('seconds')),
+            _clock(run.get('estimated_s')),
+            '-' if child is None else '%s of %s' % (child.get('points_ok'), child.get('points')),
+            counts[0], counts[1], ' (+%d other)' % other if other else '', counts[2], counts[3],
+            run.get('out'), run.get('out')))
+    lines += ['', 'A target is met only where the experiment\'s own analysis says so (none '
+              'counts a target met when operations failed); "reported" rows state a figure '
+              'with no bar. Each experiment\'s report has the tables beside the seed\'s.']
+    for run, child, rows, text in found:
+        lines += ['', '## Seed %s: %s (%s)' % (run.get('seed'), run.get('what'), run.get('name')),
+                  '', 'Command: `%s`; exit status %s.' % (
+                      ' '.join(str(a) for a in (run.get('argv') or [])[1:]), run.get('exit'))]
+        if text is None:
+            lines += ['', 'No report.md in `%s/`: %s.' % (run.get('out'), _status(run, child))]
+            continue
+        opening, table = sections(text)
+        lines += opening + ['### Targets'] + (table or ['', '(this report has no targets table)'])
+    return '\n'.join(lines).rstrip('\n') + '\n'

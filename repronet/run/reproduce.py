@@ -1,0 +1,236 @@
+"""``repronet reproduce``: every seed report's experiment, one after another, into one folder.
+
+A user who wants "the numbers of all five seed reports, on this machine, today" should not
+have to know five scripts, their scales and where each wrote its folder.  This runs each
+seed's experiment as its own script (``topologies/NAME.py``, the same code, flags, cleanup
+and machine lock as running it by hand) with ``--out ROOT/NAME``, then writes ROOT's own
+manifest and the combined report (``analysis.seeds``), which reads only the folders.
+
+Before anything is built, every experiment is asked for ``--dry-run`` with the very flags it
+will get: a wrong flag stops the whole command with the experiment's own one-sentence error,
+and the dry runs' estimates give the ETA, which is rescaled as experiments finish (how long
+the finished ones took against their estimates), as ``sweep.Progress`` does per point.
+
+Signals: each experiment runs in its own session, so a terminal's Ctrl-C reaches this
+process only, which passes it on once; the experiment tears down and records itself as
+interrupted, and no further experiment starts.  If this process is SIGKILLed, the running
+experiment gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``) and cleans up as on Ctrl-C.
+"""
+
+import ctypes
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from repronet.run import provenance, results, sweep
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+PYTHON = '/usr/bin/python3'     # the scripts import Mininet, which only Debian's python sees
+# (seed report, experiment, what the seed timed), in the seeds' order
+SEEDS = (
+    ('000', 'dht8', 'DHT file-sharing index: register, search, download'),
+    ('001', 'kvload', 'key-value store under load, beside Redis'),
+    ('002', 'transfer', 'TCP file transfer: rate against size, packet size and load'),
+    ('003', 'kvscale', 'partitioned key-value store with caches over 1 to 10 servers'),
+    ('004', 'rudp', 'reliable UDP in blocks against TCP'),
+)
+SCALES = ('smoke', 'default', 'seed')
+BACKENDS = ('emu', 'sim')
+USAGE = ('usage: repronet reproduce [--scale smoke|default|seed] [--backend emu|sim] '
+         '[--only NAME,...] [--out DIR] [--seed S] [--dry-run] [-- FLAGS for every experiment]')
+PR_SET_PDEATHSIG = 1
+
+
+class UsageError(ValueError):
+    """A wrong argument: one sentence, before anything runs."""
+
+
+def parse(argv):
+    """Return the options as a dict; UsageError for anything wrong."""
+    argv = list(argv)
+    extra = argv[argv.index('--') + 1:] if '--' in argv else []
+    argv = argv[:argv.index('--')] if '--' in argv else argv
+    opts = {'scale': 'default', 'backend': 'emu', 'only': [name for _, name, _ in SEEDS],
+            'out': None, 'seed': None, 'dry_run': False, 'extra': extra}
+    names = [name for _, name, _ in SEEDS]
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        if flag == '--dry-run':
+            opts['dry_run'] = True
+            i += 1
+            continue
+        if flag not in ('--scale', '--backend', '--only', '--out', '--seed'):
+            raise UsageError('unknown argument %r (%s)' % (flag, USAGE[7:]))
+        if i + 1 >= len(argv):
+            raise UsageError('%s needs a value' % flag)
+        value = argv[i + 1]
+        i += 2
+        if flag == '--scale' and value not in SCALES:
+            raise UsageError('--scale must be one of %s, not %r' % (', '.join(SCALES), value))
+        if flag == '--backend' and value not in BACKENDS:
+            raise UsageError('--backend must be emu or sim, not %r' % value)
+        if flag == '--seed' and not re.fullmatch(r'[0-9]{1,18}', value):
+            raise UsageError('--seed must be a whole number, not %r' % value)
+        if flag == '--only':
+            picked = [n.strip() for n in value.split(',') if n.strip()]
+            wrong = [n for n in picked if n not in names]
+            if not picked or wrong:
+                raise UsageError('--only takes experiments from %s, not %r' % (
+                    ', '.join(names), ','.join(wrong) or value))
+            value = [n for n in names if n in picked]
+        opts[flag[2:]] = value
+    if opts['out'] is None:
+        opts['out'] = results.default_out('seeds')
+    problem = results.out_problem(opts['out'])
+    if problem:
+        raise UsageError(problem)
+    if opts['backend'] == 'emu' and os.geteuid() != 0 and not opts['dry_run']:
+        raise UsageError('the emulation needs root (Mininet): run it with sudo, or add '
+                         '--backend sim')
+    return opts
+
+
+def command(name, opts, out, dry_run=False):
+    """Return the argv that runs experiment name into out."""
+    argv = [PYTHON, str(REPO / 'topologies' / ('%s.py' % name)), '--scale', opts['scale'],
+            '--backend', opts['backend'], '--out', str(out)]
+    if opts['seed'] is not None:
+        argv += ['--seed', opts['seed']]
+    return argv + list(opts['extra']) + (['--dry-run'] if dry_run else [])
+
+
+def estimate(name, opts, out):
+    """Return the experiment's estimated seconds from its --dry-run (None when it prints
+    none); UsageError with its own sentence when it refuses the flags."""
+    proc = subprocess.run(command(name, opts, out, dry_run=True), capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        said = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        raise UsageError('%s refused the flags: %s' % (
+            name, said[-1] if said else 'exit status %d' % proc.returncode))
+    found = re.search(r'estimated (\d+):(\d\d):(\d\d)', proc.stdout)
+    return found and int(found[1]) * 3600 + int(found[2]) * 60 + int(found[3])
+
+
+def clock(seconds):
+    """Return H:MM:SS for seconds (or '?' when unknown)."""
+    return '?' if seconds is None else sweep.format_duration(seconds)
+
+
+def left(plan, done):
+    """Return the seconds the experiments not yet run should take: their estimates, scaled
+    by how long the finished ones took against theirs."""
+    pending = [p['estimated_s'] or 0 for p in plan if p['name'] not in done]
+    asked = sum(p['estimated_s'] or 0 for p in plan if p['name'] in done)
+    took = sum(done.values())
+    return sum(pending) * (took / asked if asked and took else 1.0)
+
+
+def _die_with_parent():
+    """In the child: SIGTERM when this runner dies, even by SIGKILL (Linux)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+class Runner:
+    """Runs the plan's experiments one by one, passing a signal on to the running one."""
+
+    def __init__(self):
+        self.child = None
+        self.stopped_by = None
+
+    def _handle(self, signum, frame):
+        if self.stopped_by is None:
+            self.stopped_by = signum
+            print('repronet reproduce: %s: stopping the running experiment (it cleans up) and '
+                  'starting no other' % signal.Signals(signum).name, file=sys.stderr,
+                  flush=True)
+            if self.child is not None and self.child.poll() is None:
+                self.child.send_signal(signum)
+
+    def run(self, argv):
+        """Start argv, wait for it (through signals); return its exit status."""
+        self.child = subprocess.Popen(argv, start_new_session=True,
+                                      preexec_fn=_die_with_parent)
+        if self.stopped_by is not None:     # the signal came while it was starting
+            self.child.send_signal(self.stopped_by)
+        while True:
+            try:
+                return self.child.wait()
+            except InterruptedError:
+                continue
+
+
+def main(argv):
+    """Command line entry point; return the exit status."""
+    if argv in (['-h'], ['--help']):
+        print(USAGE + '\n\n' + __doc__.split('\n\n')[1])
+        return 0
+    try:
+        opts = parse(argv)
+        root = pathlib.Path(opts['out'])
+        plan = []
+        for seed, name, what in SEEDS:
+            if name in opts['only']:
+                out = root / name
+                plan.append({'seed': seed, 'name': name, 'what': what, 'out': name,
+                             'argv': command(name, opts, out),
+                             'estimated_s': estimate(name, opts, out)})
+    except UsageError as e:
+        print('repronet reproduce: %s' % e, file=sys.stderr)
+        return 2
+    total = sum(p['estimated_s'] or 0 for p in plan)
+    for i, p in enumerate(plan, 1):
+        print('[%d/%d] seed %s %s (%s): ~%s' % (i, len(plan), p['seed'], p['name'], p['what'],
+                                                clock(p['estimated_s'])))
+    print('%d experiment(s), estimated %s; results in %s' % (len(plan), clock(total), root))
+    if opts['dry_run']:
+        return 0
+    folder = results.ResultsFolder(root)
+    folder.start('seeds', {k: v for k, v in opts.items() if k != 'dry_run'},
+                 opts['seed'], ['repronet', 'reproduce'] + list(argv),
+                 provenance=provenance.collect(REPO), runs=plan)
+    runner, done = Runner(), {}
+    previous = {s: signal.signal(s, runner._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    started = time.monotonic()
+    try:
+        for i, p in enumerate(plan, 1):
+            if runner.stopped_by is not None:
+                break
+            print('\n[%d/%d] seed %s: %s (estimated %s; all left ~%s)' % (
+                i, len(plan), p['seed'], ' '.join(p['argv'][1:]), clock(p['estimated_s']),
+                clock(left(plan, done))), flush=True)
+            t0 = time.monotonic()
+            p['started_at'] = results.utc_now()
+            p['exit'] = runner.run(p['argv'])
+            p['ended_at'], p['seconds'] = results.utc_now(), round(time.monotonic() - t0, 1)
+            done[p['name']] = p['seconds']
+            folder.update(runs=plan)
+            print('[%d/%d] %s: exit %d after %s (estimated %s); %s left' % (
+                i, len(plan), p['name'], p['exit'], clock(p['seconds']),
+                clock(p['estimated_s']), clock(left(plan, done))), flush=True)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    failed = [p['name'] for p in plan if p.get('exit') not in (0, None)]
+    status = 'interrupted' if runner.stopped_by else 'failed' if failed else 'ok'
+    folder.finish(status, error=('%s exited non-zero' % ', '.join(failed)) if failed else None,
+                  runs=plan, seconds=round(time.monotonic() - started, 1))
+    for empty in (folder.logs, folder.figures):     # the experiments' folders hold them
+        try:
+            empty.rmdir()
+        except OSError:
+            pass
+    from analysis import seeds
+    seeds.build(root)
+    results.hand_over(root)
+    print('\nrepronet reproduce: %s after %s; report: %s' % (
+        status, clock(time.monotonic() - started), root / 'report.md'))
+    return 0 if status == 'ok' else 1

@@ -1,0 +1,188 @@
+"""``repronet reproduce``: wrong flags refused before anything runs, real experiments run
+(simulated without root; one emulated with root), their folders and one combined report, and a
+signal that stops the running experiment cleanly, even when the command itself is SIGKILLed."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from analysis import seeds
+from repronet.run import reproduce
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def command(*args):
+    """Return the argv of `python -m repronet reproduce ARGS` from this checkout."""
+    return [sys.executable, '-P', '-m', 'repronet', 'reproduce'] + list(args)
+
+
+def run(*args, timeout=600):
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE='1')
+    return subprocess.run(command(*args), capture_output=True, text=True, cwd='/', env=env,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize('args, said', [
+    (['--only', 'dht9'], "--only takes experiments from dht8, kvload, transfer, kvscale, rudp, "
+                         "not 'dht9'"),
+    (['--scale', 'huge'], "--scale must be one of smoke, default, seed, not 'huge'"),
+    (['--backend', 'ns3'], "--backend must be emu or sim, not 'ns3'"),
+    (['--seed', 'x'], "--seed must be a whole number, not 'x'"),
+    (['--frob'], "unknown argument '--frob'"),
+    (['--out'], '--out needs a value'),
+    (['--backend', 'sim', '--only', 'rudp', '--', '--repeat', 'abc'], 'rudp refused the flags: '),
+])
+def test_wrong_arguments_are_one_sentence_and_build_nothing(tmp_path, args, said):
+    out = tmp_path / 'r'
+    done = run('--out', str(out), *args) if '--out' not in args else run(*args)
+    assert done.returncode == 2, done
+    assert done.stdout == '' and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith('repronet reproduce: ' + said), done.stderr
+    assert not out.exists()
+
+
+def test_emulation_without_root_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(os, 'geteuid', lambda: 1000)
+    with pytest.raises(reproduce.UsageError, match='needs root'):
+        reproduce.parse(['--out', str(tmp_path / 'r')])
+    assert reproduce.parse(['--out', str(tmp_path / 'r'), '--backend', 'sim'])['backend'] == 'sim'
+
+
+def test_eta_scales_what_is_left_by_what_finished():
+    plan = [{'name': n, 'estimated_s': e} for n, e in (('a', 10), ('b', 20), ('c', 30))]
+    assert reproduce.left(plan, {}) == 60
+    assert reproduce.left(plan, {'a': 20.0}) == 100    # a took twice its estimate
+    assert reproduce.left(plan, {'a': 5.0, 'b': 10.0}) == 15
+
+
+def test_simulated_seeds_run_into_one_folder_and_one_report(tmp_path):
+    root = tmp_path / 'seeds'
+    done = run('--backend', 'sim', '--scale', 'smoke', '--only', 'rudp,kvload',
+               '--out', str(root))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '[1/2] seed 001 kvload' in done.stdout and '[2/2] seed 004 rudp' in done.stdout
+    manifest = json.loads((root / 'manifest.json').read_text())
+    assert manifest['experiment'] == 'seeds' and manifest['status'] == 'ok'
+    assert [r['name'] for r in manifest['runs']] == ['kvload', 'rudp']
+    assert all(r['exit'] == 0 and r['seconds'] > 0 for r in manifest['runs'])
+    assert manifest['provenance']['git']['revision']
+    children = [json.loads((root / n / 'manifest.json').read_text()) for n in ('kvload', 'rudp')]
+    assert [c['status'] for c in children] == ['ok', 'ok']
+    assert all(c['params']['backend'] == 'sim' and c['params']['scale'] == 'smoke'
+               for c in children)
+    stacked = pd.read_csv(root / 'tables' / 'targets.csv', dtype=str, keep_default_na=False)
+    for name in ('kvload', 'rudp'):
+        own = pd.read_csv(root / name / 'tables' / 'targets.csv', dtype=str,
+                          keep_default_na=False)
+        mine = stacked[stacked.experiment == name]
+        assert list(mine.target) == list(own.target) and len(own) > 0
+        assert list(mine.verdict) == list(own.verdict)
+    text = (root / 'report.md').read_text()
+    assert '## Seed 001: ' in text and '## Seed 004: ' in text
+    rudp_targets = (root / 'rudp' / 'report.md').read_text().split('## Targets\n')[1]
+    assert rudp_targets.split('\n## ')[0].strip() in text
+    counts = stacked[stacked.experiment == 'rudp'].verdict.value_counts()
+    row = [l for l in text.splitlines() if l.startswith('| 004 | rudp | ok |')][0].split(' | ')
+    assert int(row[5]) == counts.get('met', 0) and int(row[7]) == counts.get('no data', 0)
+    before = (root / 'report.md').read_bytes()
+    rebuilt = subprocess.run([sys.executable, '-m', 'analysis', str(root)], cwd=str(REPO),
+                             capture_output=True, text=True, timeout=120)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (root / 'report.md').read_bytes() == before
+
+
+def _start(root, *args):
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE='1')
+    return subprocess.Popen(command('--backend', 'sim', '--scale', 'smoke', '--only',
+                                    'kvscale,rudp', '--out', str(root), *args),
+                            cwd='/', env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _wait_running(root, proc):
+    """Wait until kvscale's points run (its first point is logged); return its runner pid."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        points = root / 'kvscale' / 'logs' / 'points.jsonl'
+        if points.exists() and points.stat().st_size > 0:
+            return json.loads((root / 'manifest.json').read_text())
+        time.sleep(0.2)
+    raise AssertionError('kvscale never started its points')
+
+
+def _wait_child_ended(root):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        child = json.loads((root / 'kvscale' / 'manifest.json').read_text())
+        if child['status'] != 'running':
+            return child
+        time.sleep(0.2)
+    raise AssertionError('kvscale still says running')
+
+
+def test_sigterm_stops_the_running_experiment_and_starts_no_other(tmp_path):
+    root = tmp_path / 'seeds'
+    proc = _start(root)
+    _wait_running(root, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err[-2000:]
+    assert 'SIGTERM: stopping the running experiment' in err
+    assert json.loads((root / 'kvscale' / 'manifest.json').read_text())['status'] == 'interrupted'
+    assert not (root / 'rudp').exists()
+    manifest = json.loads((root / 'manifest.json').read_text())
+    assert manifest['status'] == 'interrupted'
+    assert '| 003 | kvscale | interrupted |' in (root / 'report.md').read_text()
+    assert '| 004 | rudp | not run |' in (root / 'report.md').read_text()
+
+
+def test_sigkill_of_the_command_still_stops_the_experiment(tmp_path):
+    root = tmp_path / 'seeds'
+    proc = _start(root)
+    _wait_running(root, proc)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert _wait_child_ended(root)['status'] == 'interrupted'
+
+
+def test_verdicts_of_both_target_formats():
+    assert seeds.verdict({'verdict': 'not met', 'met': ''}) == 'not met'
+    assert seeds.verdict({'met': 'True'}) == 'met'
+    assert seeds.verdict({'met': 'False'}) == 'not met'
+    assert seeds.verdict({'met': ''}) == 'reported'
+
+
+def test_report_of_a_folder_whose_experiment_never_wrote_one(tmp_path):
+    (tmp_path / 'manifest.json').write_text(json.dumps({
+        'experiment': 'seeds', 'params': {'scale': 'smoke', 'backend': 'sim'},
+        'status': 'failed', 'error': 'dht8 exited non-zero', 'argv': ['repronet', 'reproduce'],
+        'runs': [{'seed': '000', 'name': 'dht8', 'what': 'DHT', 'out': 'dht8', 'exit': 2,
+                  'argv': ['py', 'dht8.py']},
+                 {'seed': '004', 'name': 'rudp', 'what': 'RUDP', 'out': 'rudp'}]}))
+    seeds.build(tmp_path)
+    text = (tmp_path / 'report.md').read_text()
+    assert '- status: failed (dht8 exited non-zero)' in text
+    assert '| 000 | dht8 | no results folder |' in text and '| 004 | rudp | not run |' in text
+    assert 'No report.md in `dht8/`: no results folder.' in text
+    assert (tmp_path / 'tables' / 'targets.csv').read_text().startswith(
+        'seed,experiment,target,measured,goal,verdict\n')
+
+
+@pytest.mark.root
+def test_emulated_seed_runs_under_the_machine_lock(tmp_path):
+    root = tmp_path / 'seeds'
+    done = run('--scale', 'smoke', '--only', 'rudp', '--out', str(root), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    child = json.loads((root / 'rudp' / 'manifest.json').read_text())
+    assert child['status'] == 'ok' and child['params']['backend'] == 'emu'
+    assert child['mechanisms']['backend'] == 'emu'
+    assert '| 004 | rudp | ok |' in (root / 'report.md').read_text()
