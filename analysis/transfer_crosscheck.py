@@ -10,7 +10,7 @@ issue 13's 15 %, how many emulated repetitions were CPU-bound, and iperf3's rate
 emulated points beside it (what the emulated network carries with a C sender). Rates: R_x
 (first to last read), T_x (first to last write) and the request-to-last-byte rate; for load
 points the aggregate over all connections. The ``why`` column gives the reasons that can be
-seen mechanically; the README's "Simulated transfer" section says what they mean.
+seen mechanically; docs/simulation.md, "transfer in the simulator", says what they mean.
 """
 
 import argparse

@@ -13,7 +13,7 @@ at its share of one core (a busy loop, within 10 %).
 
 Cost: about 4 minutes in the quiet CI run at 698719b, most of it dht8 (its full smoke
 scale over VXLAN, Parts I and failover with one peer over ssh tunnels); the SIGTERM and
-SIGKILL runs take about 12 s each since they signal mid-transfer (README, Tests); the
+SIGKILL runs take about 12 s each since they signal mid-transfer (docs/tests.md); the
 CPU-limit test about 20 s. Without PR_SET_PDEATHSIG on the runner's ssh processes the SIGKILL test
 fails (checked): a remote host's shell ssh survives its runner.
 """

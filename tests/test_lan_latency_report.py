@@ -1,7 +1,7 @@
 """benchmarks/lan_latency_report.py: the header, rows, targets, TCP and flood lines of
-benchmarks/lan_latency.py, from figures like a recorded run's (README, issue 15, c3a3b52: idle
-mean lateness 0.67 us at 0.05 ms per link, median under 1 us, 99 % under 16 us here; TCP at 500
-Mbit/s with 1 ms, 0.946 of the rate, the link 0.990). No network, no root.
+benchmarks/lan_latency.py, from figures like a recorded run's (docs/link-emulation.md, issue 15,
+c3a3b52: idle mean lateness 0.67 us at 0.05 ms per link, median under 1 us, 99 % under 16 us
+here; TCP at 500 Mbit/s with 1 ms, 0.946 of the rate, the link 0.990). No network, no root.
 
 EXPECTED is what the printing code in benchmarks/lan_latency.py at 7746068 (before it moved
 here) printed for these figures, byte for byte; any change in a format string fails it."""

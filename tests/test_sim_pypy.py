@@ -77,8 +77,9 @@ def test_python3_is_the_default_and_auto_takes_pypy3_only_where_the_experiment_r
 
 
 # fidelity opts in too (its simulation is workloads.probe and workloads.bulk); the others do
-# not gain (transfer, rudp) or cannot run there (kvload, kvscale: numpy, hiredis): README,
-# "Simulation backend". A small run, not the smoke scale: this test adds to every CI run.
+# not gain (transfer, rudp) or cannot run there (kvload, kvscale: numpy, hiredis):
+# docs/simulation.md, "Under PyPy". A small run, not the smoke scale: this test adds to every
+# CI run.
 FIDELITY = ['--scale', 'smoke', '--delays', '5', '--rtt-packets', 50, '--loss-packets', 2000,
             '--duration', 1, '--seed', 4]
 

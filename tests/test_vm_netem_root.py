@@ -8,8 +8,8 @@ On a machine with a stock kernel they simply run.
 The VM emulates its CPU in software, so these check that netem really delays and drops (the
 old failure was a silent "qdisc kind is unknown" and no delay at all), with bounds wide
 enough for the VM's own overhead. The fidelity experiment with --links netem is not here: in
-the VM on a busy 2-core host even a tiny run took over 6 minutes; its numbers are the README's
-netem-against-daemon table (analysis/netem_vs_daemon.py).
+the VM on a busy 2-core host even a tiny run took over 6 minutes; its numbers are the
+netem-against-daemon table of docs/link-emulation.md (analysis/netem_vs_daemon.py).
 """
 
 import json

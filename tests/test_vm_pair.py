@@ -1,8 +1,8 @@
 """The two-VM variant's parts that need no VM: link arguments, address plan, keys, job script.
 
 The pair itself (two QEMU processes, sshd, a cluster run across them) is a documented command,
-not a test: ``vagrant/vm.py run --vms 2 -- ...`` (README, "Two VMs"); two software-emulated
-VMs take minutes and CI has none to spare.
+not a test: ``vagrant/vm.py run --vms 2 -- ...`` (docs/cluster.md, "Two VMs"); two
+software-emulated VMs take minutes and CI has none to spare.
 """
 
 import ipaddress

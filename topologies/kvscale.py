@@ -184,7 +184,7 @@ class KvScale(Experiment):
 
     def estimate(self, params, point):
         """Return a rough length of one point in seconds (weights the ETA): fitted to the
-        default run in the README (start-up, preload at about 5,000 keys/s, the mix)."""
+        default run in docs/experiments.md (start-up, preload at about 5,000 keys/s, the mix)."""
         return (1.7 + params.duration + 0.15 * point['servers'] + params.keys / 5000.0
                 + (1.0 if point['server'] == 'redis' else 0.0))
 

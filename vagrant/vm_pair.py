@@ -1,8 +1,8 @@
 """Two VMs joined by a private link, so a cluster run (``--machines``) has a real second kernel.
 
 ``vm.py run --vms 2 -- COMMAND`` boots two VMs of the same cached image (vagrant/vm_boot.py)
-and runs COMMAND in the first; the second serves ssh, the way README's "Preparing two real
-machines" asks of a second server. What this module decides:
+and runs COMMAND in the first; the second serves ssh, the way "Preparing two real machines"
+(docs/cluster.md) asks of a second server. What this module decides:
 
 - The link: one virtio NIC per VM on QEMU's ``socket`` netdev, a TCP connection between the
   two QEMU processes on 127.0.0.1 (the second VM listens, the first connects), so Ethernet
@@ -17,10 +17,10 @@ machines" asks of a second server. What this module decides:
 - Keys: made on the host for this run only (``ssh-keygen``): root's key pair for the first VM,
   authorized for root on the second, and a host key for the second, pinned in the first VM's
   known_hosts, so ssh there never prompts and checks the host key.
-- sshd on the second VM starts after provision.sh, with README's options for a second machine
-  (``PermitTunnel``, ``UseDNS no``, ``MaxSessions``, ``MaxStartups``), so "ssh works" also
-  means "provisioned". The first VM waits (at most ``WAIT_SECONDS``) until ``ssh VM2 true``
-  works, then runs COMMAND with ``REPRONET_VM2`` = the second VM's address.
+- sshd on the second VM starts after provision.sh, with the options docs/cluster.md gives a
+  second machine (``PermitTunnel``, ``UseDNS no``, ``MaxSessions``, ``MaxStartups``), so
+  "ssh works" also means "provisioned". The first VM waits (at most ``WAIT_SECONDS``) until
+  ``ssh VM2 true`` works, then runs COMMAND with ``REPRONET_VM2`` = the second VM's address.
 - The second VM's command is ``sleep infinity``: vm.py ends it when the first VM's command
   ends (or on any other exit path), the way it ends one VM.
 """

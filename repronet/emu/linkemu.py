@@ -22,8 +22,9 @@ Links carry Mininet's TCLink keywords (``bw`` Mbit/s, ``delay``/``jitter`` strin
     time, as it does with netem under HTB.
 
 Why this mechanism (each choice was measured on a kernel without netem; the figures the
-project stands by, with the command and commit that produced them, are in the README's
-"Link emulation" section, and ``topologies/fidelity.py`` is the benchmark):
+project stands by, with the command and commit that produced them, are in
+docs/link-emulation.md, headlined in the README's "Link emulation", and
+``topologies/fidelity.py`` is the benchmark):
 
 * where to hold: holding a sender's own packets in its OUTPUT hook throttles its TCP far below
   the link rate (TCP small queues count the held packets against the socket; netem avoids
@@ -33,11 +34,11 @@ project stands by, with the command and commit that produced them, are in the RE
 * who holds: that Python loop slowed TCP even with no hold at all and slept with about a
   millisecond's granularity. The C daemon copies 40 bytes per packet and sleeps in ``ppoll``
   with 1 ns timer slack, so a packet waits for its release time, not for a scheduler tick,
-  and the per-packet work is small (the README gives how late the daemons release packets,
-  the RTT error and the daemons' CPU, as measured). For LAN-scale holds (tens of us, issue 15)
-  a hold counts from the kernel's arrival stamp, and the daemons run SCHED_FIFO and busy-poll
-  the last 100 us before a deadline, both bounded (``linkemu_daemon``, README "LAN-scale
-  holds");
+  and the per-packet work is small (docs/link-emulation.md gives how late the daemons release
+  packets, the RTT error and the daemons' CPU, as measured). For LAN-scale holds (tens of us,
+  issue 15) a hold counts from the kernel's arrival stamp, and the daemons run SCHED_FIFO and
+  busy-poll the last 100 us before a deadline, both bounded (``linkemu_daemon``,
+  docs/link-emulation.md, "LAN-scale holds");
 * loss: ``iptables -m statistic`` and the daemon were equally accurate in an early comparison
   (1 % configured, 20,000 probes each); the daemon wins because its generator is seeded
   (reproducible drop pattern for a given packet order), its drop counts are logged next to its
@@ -46,7 +47,7 @@ project stands by, with the command and commit that produced them, are in the RE
   receiving host, every daemon started before any is waited for, a path table computed per
   receiver when its daemon starts (never all N^2 pairs at once), and per-receiver summaries
   of the paths instead of N^2 records (``benchmarks/startup.py`` measures it against plain
-  Mininet; the README has its figures);
+  Mininet; docs/link-emulation.md, "Start-up time", has its figures);
 * the development kernel has no ``sch_fq`` either, so BPF EDT timestamps cannot delay; TUN
   or AF_XDP would move every byte through userspace, NFQUEUE moves 40 bytes and a verdict.
 

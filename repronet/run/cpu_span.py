@@ -18,7 +18,7 @@ above ``cpu.MAX_OVER_FRACTION`` exactly when it is over: the verdict is ``busy >
 threshold``, the same bar, not a looser one. Several spans of one point add up (usage and
 wall time summed).
 
-Limits (said in the record's ``source`` and the README): a running task's usage is brought
+Limits (in the record's ``source`` and docs/cpu-saturation.md): a running task's usage is brought
 up to date at each scheduler tick (4 ms at HZ=250) and context switch, so an end of a span
 may miss up to a tick on a CPU that runs one task without switching; work in interrupts
 taken while a CPU idles is not counted (no IRQ time accounting here; softirq work run in a

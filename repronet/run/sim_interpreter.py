@@ -19,7 +19,7 @@ Mersenne Twister, float repr and JSON encoding.
 
 The default is python3: PyPy's JIT needs a few hundred thousand events to warm up, so a
 short run is slower under it (dht8 ``--scale smoke``: 23 s against 13 s of wall time), and
-it pays only in runs of minutes (benchmarks/sim_scale.py, README "Simulation backend").
+it pays only in runs of minutes (benchmarks/sim_scale.py, docs/simulation.md, "Under PyPy").
 ``auto`` is pypy3 when it is installed and the experiment lists it in ``sim_interpreters``
 (its simulation imports nothing PyPy lacks, e.g. numpy), else this interpreter. Signals: Ctrl-C reaches both processes; a SIGTERM to the runner is passed on,
 and the child's own teardown records the run as interrupted.
