@@ -56,11 +56,16 @@ def test_emulation_without_root_is_refused(monkeypatch, tmp_path):
     assert reproduce.parse(['--out', str(tmp_path / 'r'), '--backend', 'sim'])['backend'] == 'sim'
 
 
-def test_eta_scales_what_is_left_by_what_finished():
-    plan = [{'name': n, 'estimated_s': e} for n, e in (('a', 10), ('b', 20), ('c', 30))]
-    assert reproduce.left(plan, {}) == 60
-    assert reproduce.left(plan, {'a': 20.0}) == 100    # a took twice its estimate
-    assert reproduce.left(plan, {'a': 5.0, 'b': 10.0}) == 15
+def test_eta_adds_what_the_finished_took_beyond_their_estimates():
+    # the first emulated smoke run of all five (d249cd8): estimates and what each took
+    plan = [{'name': n, 'estimated_s': e} for n, e in (
+        ('dht8', 19), ('kvload', 69), ('transfer', 9), ('kvscale', 74), ('rudp', 18))]
+    took = {'dht8': 41, 'kvload': 23, 'transfer': 27, 'kvscale': 99, 'rudp': 29}
+    assert reproduce.left(plan, {}) == 189
+    assert reproduce.left(plan, {'dht8': 41}) == 170 + 4 * 22          # 2:58 were left
+    assert reproduce.left(plan, {n: took[n] for n in ('dht8', 'kvload')}) == 101  # median < 0
+    assert reproduce.left(plan, {n: took[n] for n in ('dht8', 'kvload', 'transfer')}) == \
+        92 + 2 * 18                                                     # 2:08 were left
 
 
 def test_simulated_seeds_run_into_one_folder_and_one_report(tmp_path):
