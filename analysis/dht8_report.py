@@ -91,7 +91,7 @@ def report(manifest, data):
 def _run_lines(manifest, data, params, cpu, busy, over):
     """The machine, CPU and lateness lines of an emulated run; a simulated run's say that its
     times are the model's and which machine ran the simulator."""
-    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
+    if inputs.simulated(manifest):
         return [
             '- **backend: simulation** (`repronet.sim`, virtual time): every time below was '
             'computed by the simulator\'s network model and CPU charges (`--sim-cost`, '
