@@ -114,6 +114,26 @@ def test_run_is_the_script(args):
     assert via_cli.returncode == (0 if args == ['--help'] else 2)
 
 
+SCRIPTS = sorted(p.stem for p in (REPO / 'topologies').glob('*.py')
+                 if not p.stem.startswith('_'))
+
+
+@pytest.mark.parametrize('name', SCRIPTS)
+def test_argparse_refusals_are_one_sentence_in_every_script(name):
+    """A wrong choice, a value that is not a number and an unknown flag were argparse's
+    15-line usage and then the error; now each is one line naming the flag, exit 2, before
+    anything is built (nothing on stdout); --help still prints the usage."""
+    for args, words in ((['--scale', 'huge'], "--scale: invalid choice: 'huge'"),
+                        (['--repeat', 'abc'], "--repeat: invalid int value: 'abc'"),
+                        (['--bogus'], 'unrecognized arguments: --bogus')):
+        out = script(name, *args)
+        assert (out.returncode, out.stdout) == (2, ''), (args, out.stdout, out.stderr)
+        assert out.stderr.startswith(name + ': ') and out.stderr.count('\n') == 1, out.stderr
+        assert words in out.stderr and '--help lists the options' in out.stderr, out.stderr
+    helped = script(name, '--help')
+    assert helped.returncode == 0 and helped.stdout.startswith('usage: %s.py' % name)
+
+
 def test_run_passes_the_exit_status_without_root():
     if os.geteuid() != 0:
         pytest.skip('already not root: covered by test_run_is_the_script')

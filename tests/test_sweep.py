@@ -136,8 +136,9 @@ def test_options_fill_from_scale_then_defaults():
 @pytest.mark.parametrize('argv', [['--switch', 'nope'], ['--scale', 'huge'],
                                   ['--repeat', 'x'], ['--cli', 'never']])
 def test_options_reject_bad_values(argv):
-    with pytest.raises(SystemExit):
+    with pytest.raises(options.UsageError) as info:
         options.parse(_Exp(), argv)
+    assert argv[0] in str(info.value) and '\n' not in str(info.value)
 
 
 @pytest.mark.parametrize('argv, sentence', [
