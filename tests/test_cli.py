@@ -154,9 +154,43 @@ def test_caps_is_the_capability_report():
 
 
 def test_analyse_bad_folder_is_one_line(tmp_path):
-    out = repronet('analyse', str(tmp_path / 'missing'))
+    """A folder that is there but not a results folder cannot be rebuilt: exit 1."""
+    out = repronet('analyse', str(tmp_path))
     assert out.returncode == 1 and out.stdout == ''
-    assert out.stderr.count('\n') == 1 and 'missing' in out.stderr
+    assert out.stderr.count('\n') == 1 and 'no manifest.json' in out.stderr
+
+
+def test_a_missing_or_unreadable_folder_is_a_usage_error_in_analyse_and_compare(tmp_path):
+    """analyse said exit 1 where compare said 2 for a folder that is not there: both now
+    refuse it as a usage error, exit 2, in the same sentence, before reading anything (a
+    good folder named beside it is not rebuilt)."""
+    import shutil
+    import tempfile
+    from tests.dht8_folder import make_run
+    user = 'nobody' if os.geteuid() == 0 else None      # root reads any folder
+    base = tmp_path if user is None else pathlib.Path(tempfile.mkdtemp(dir='/tmp'))
+    try:
+        base.chmod(0o755)
+        good = base / 'good'
+        good.mkdir()
+        make_run(good)
+        closed = base / 'closed'
+        closed.mkdir(mode=0o000)
+        for folder, sentence in ((base / 'missing', 'results folder %s does not exist'),
+                                 (good / 'manifest.json', '%s is a file, not a results folder'),
+                                 (closed, 'cannot read results folder %s (permission denied)')):
+            analysed = repronet('analyse', str(good), str(folder), user=user)
+            compared = repronet('compare', str(good), str(folder), user=user)
+            assert (analysed.returncode, analysed.stdout) == (2, ''), analysed.stderr
+            assert analysed.stderr == sentence % folder + '\n'
+            assert (compared.returncode, compared.stdout) == (2, '')
+            assert compared.stderr == 'repronet: ' + sentence % folder + '\n'
+        assert not (good / 'report.md').exists()
+    finally:
+        if (base / 'closed').exists():
+            (base / 'closed').chmod(0o755)
+        if base != tmp_path:
+            shutil.rmtree(base)
 
 
 def test_clean_refuses_without_root():
