@@ -9,7 +9,10 @@ at the end of a run; this command line is the same code.
 
 Every folder that cannot be rebuilt, or was rebuilt with inputs missing, is one
 sentence on stderr and exit status 1 (``analysis.inputs``): a script looping
-over results folders sees which ones to distrust, a person sees why.
+over results folders sees which ones to distrust, a person sees why. A RUN_DIR
+that does not exist or cannot be read is a usage error, as in ``repronet
+compare``: one sentence each (``repronet.run.results.folder_problem``) and exit
+status 2, before any folder is rebuilt.
 """
 
 import argparse
@@ -20,6 +23,7 @@ import pkgutil
 import sys
 
 from analysis import inputs
+from repronet.run.results import folder_problem
 
 
 def experiment_module(experiment, run_dir):
@@ -59,6 +63,11 @@ def main(argv=None):
         'folders from their logs/ and manifest.json.')
     parser.add_argument('run_dirs', nargs='+', metavar='RUN_DIR')
     args = parser.parse_args(argv)
+    problems = list(filter(None, map(folder_problem, args.run_dirs)))
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        return 2
     status = 0
     for run_dir in args.run_dirs:
         try:

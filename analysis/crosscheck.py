@@ -9,8 +9,8 @@ be rerun anywhere. Unlike ``compare`` it knows which side is which and what the 
 simulated per-operation time within 15 % of emulated, at the points where the emulation was
 not CPU-bound (there it measured the machine, not the network).
 
-Which backend made a folder: ``params.backend``, else ``mechanisms.backend``, else
-emulation (folders from before the simulator have neither). Refused with one sentence
+Which backend made a folder: ``analysis.inputs.backend`` (``params.backend``, else
+``mechanisms.backend``, else emulation: folders from before the simulator have neither). Refused with one sentence
 (``CrosscheckError``): a folder that is not a results folder, folders of different
 experiments, an experiment this module does not cross-check (dht8 and fidelity), EMU_DIR
 not an emulation run, SIM_DIR not a simulated run, a folder not analysed yet, an output
@@ -44,22 +44,13 @@ class CrosscheckError(ValueError):
     """The two folders cannot be cross-checked; the message is one sentence."""
 
 
-def backend(manifest):
-    """'emu' or 'sim': params.backend, else mechanisms.backend, else 'emu' (older runs)."""
-    for record in (manifest.get('params'), manifest.get('mechanisms')):
-        value = inputs.as_dict(record).get('backend')
-        if value in BACKEND_NAMES:
-            return value
-    return 'emu'
-
-
 def _manifest(run_dir, want, option):
     """Return the manifest of a run that must be of backend want, or raise CrosscheckError."""
     try:
         manifest = inputs.read_manifest(run_dir)
     except inputs.InputError as e:
         raise CrosscheckError(str(e)) from None
-    found = backend(manifest)
+    found = inputs.backend(manifest)
     if found != want:
         raise CrosscheckError('%s is %s (backend %s in its manifest), but %s must be %s'
                               % (run_dir, BACKEND_NAMES[found], found, option,

@@ -16,6 +16,7 @@ from analysis.tables import cell as _f, nan
 from analysis.dht8_logs import cpu_bar
 from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
 from analysis.stats import verdicts_line
+from repronet.emu.linkcpus import ranges
 
 
 def _pct(fraction):
@@ -72,10 +73,10 @@ def report(manifest, data):
                 str(p) for p in bad['point']))
         if len(hot):
             lines.append('- **the CPU was the bottleneck** (more than %s of its samples over '
-                         '%s busy, or its timed part\'s reading over it) in %d of %d points: %s. Their times measure the run\'s '
-                         'machine (%s) running every server, peer, client and the switch, '
-                         'not the emulated LAN.' % (_pct(over), _pct(busy), len(hot), len(pts),
-                                            _hot_list(hot), machine.describe(manifest)))
+                         '%s busy, or its timed part\'s reading over it) in %d of %d points: '
+                         '%s. Their times measure the run\'s machine (above) running every '
+                         'server, peer, client and the switch, not the emulated LAN.' % (
+                             _pct(over), _pct(busy), len(hot), len(pts), _hot_list(hot)))
     lines += _inputs(data.get('inputs', pd.DataFrame())) + ['']
     lines += _targets(data.get('targets', pd.DataFrame()), params)
     lines += _part1(data.get('part1', pd.DataFrame()))
@@ -91,7 +92,7 @@ def report(manifest, data):
 def _run_lines(manifest, data, params, cpu, busy, over):
     """The machine, CPU and lateness lines of an emulated run; a simulated run's say that its
     times are the model's and which machine ran the simulator."""
-    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
+    if inputs.simulated(manifest):
         return [
             '- **backend: simulation** (`repronet.sim`, virtual time): every time below was '
             'computed by the simulator\'s network model and CPU charges (`--sim-cost`, '
@@ -148,10 +149,10 @@ def _inputs(table):
 
 
 def _hot_list(hot):
-    """Return a short 'point (part op clients)' list."""
-    items = ['%d (%s %s x%d)' % (r.point, r.part, r.variant, r.concurrent_clients)
-             for r in hot.itertuples()]
-    return ', '.join(items[:12]) + (', ...' if len(items) > 12 else '')
+    """Return every point of hot, compactly, and what they measured: '3-17, 20 (I register,
+    I search)' (the tables below mark each row's CPU-bound points)."""
+    kinds = dict.fromkeys('%s %s' % (r.part, r.variant) for r in hot.itertuples())
+    return '%s (%s)' % (ranges([int(p) for p in hot['point']], ', '), ', '.join(kinds))
 
 
 def _targets(tg, params):

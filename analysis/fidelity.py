@@ -36,19 +36,13 @@ import numpy as np
 import pandas as pd
 
 from analysis import figures, machine
+from analysis.inputs import simulated
 from analysis.tables import write_tables
 from repronet.run.results import read_jsonl, read_manifest, read_points
 
 FLOAT = '%.4f'
 NOT_SIMULATED = 'not measured (simulation)'
 _PING_RTT = re.compile(r'= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms')
-
-
-def simulated(manifest):
-    """True for a run of the simulation backend (the manifest's mechanisms or params)."""
-    backend = (manifest.get('mechanisms') or {}).get('backend') or \
-        (manifest.get('params') or {}).get('backend')
-    return backend == 'sim'
 
 
 def _base(point):

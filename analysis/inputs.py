@@ -14,6 +14,9 @@ mid-line. Two kinds of trouble, two exceptions, each carrying one sentence:
 :class:`Inputs` collects, while an analysis reads logs, what was missing and how many
 unreadable lines ``read_jsonl`` dropped from each log, as a table of its own
 (``tables/inputs.csv``) so the same logs give the same list.
+
+:func:`backend` (and :func:`simulated`) is the one answer to "which backend made this
+folder?" that every analysis and report asks.
 """
 
 import json
@@ -25,6 +28,7 @@ import pandas as pd
 from repronet.run.results import read_jsonl
 
 NAME = re.compile(r'^[a-z_][a-z0-9_]*$')
+BACKENDS = ('emu', 'sim')
 _JSON_TYPES = {list: 'array', str: 'string', int: 'number', float: 'number',
                bool: 'boolean', type(None): 'null'}
 
@@ -50,6 +54,22 @@ def is_number(value):
 def number(value, default=0):
     """Return value if it is a JSON number, else default (a field a log or manifest lacks)."""
     return value if is_number(value) else default
+
+
+def backend(manifest):
+    """'emu' or 'sim': the first of params.backend, mechanisms.backend and cpu.backend
+    that names one (the runner writes all three alike; a hand-made or half-written manifest
+    may hold only one), else 'emu': folders from before the simulator name none."""
+    for record in ('params', 'mechanisms', 'cpu'):
+        value = as_dict(manifest.get(record)).get('backend')
+        if value in BACKENDS:
+            return value
+    return 'emu'
+
+
+def simulated(manifest):
+    """True for a run of the simulation backend (:func:`backend`)."""
+    return backend(manifest) == 'sim'
 
 
 def read_manifest(run_dir):

@@ -10,7 +10,7 @@ import pathlib
 
 import pandas as pd
 
-from analysis import crosscheck, inputs, machine
+from analysis import inputs, machine
 from analysis.tables import cell as _f, nan
 from analysis.kvload_seed import (OP_NAMES, OPS, SEED_MACHINE, SEED_REQUESTS, SEED_SOURCE,
                                   aggregate_ops_per_s)
@@ -159,7 +159,7 @@ def _why_seed_is_fast(data):
     return ' '.join(said)
 
 
-def _lan(resp, params):
+def _lan(resp, params, manifest):
     """One sentence on the LAN layout: configured round trip against measured p50."""
     lan = resp[(resp['layout'] == 'lan') & (resp['clients'] == 1)]
     if not len(lan):
@@ -172,7 +172,7 @@ def _lan(resp, params):
     return ['', 'LAN layout: each request crosses two links each way, %.3f ms of configured '
             'round-trip delay; one client\'s p50 was %s ms (ours) and %s ms (Redis). The '
             '%s' % (rtt, _f(_p50(lan, 'ours'), '%.3f'), _f(_p50(lan, 'redis'), '%.3f'),
-                    _LAN_REST[params.get('backend') == 'sim'])]
+                    _LAN_REST[inputs.simulated(manifest)])]
 
 
 _LAN_REST = {False: 'rest is the hosts\' stacks and the delay daemons (see the README\'s link '
@@ -185,7 +185,7 @@ def network_text(manifest):
     """How the run's network was made: the emulated switch, or the simulator and what it
     charged for processing (a simulated run has no switch)."""
     params = inputs.as_dict(manifest.get('params'))
-    if crosscheck.backend(manifest) == 'sim':
+    if inputs.simulated(manifest):
         return 'simulated (repronet.sim), processing cost %s' % (
             params.get('sim_cost') or 'none')
     return 'switch %s' % params.get('switch')
@@ -242,7 +242,7 @@ def report(manifest, data, drawn):
                                    'ours_over_redis', 'ours_p50_ms', 'redis_p50_ms'])
     lines += ['', '## Every layout', ''] + _table(with_cpu_mark(resp), [
         'server', 'layout', 'clients', 'op', 'avg_total_ms', 'ms_per_request', 'p50_ms',
-        'p99_ms', 'point_ops_per_s', 'failed', 'cpu']) + _lan(resp, params)
+        'p99_ms', 'point_ops_per_s', 'failed', 'cpu']) + _lan(resp, params, manifest)
     lines += ['', '## redis-benchmark (a load generator nobody here wrote)', '']
     lines += _table(with_cpu_mark(data['bench_ratio']), ['bench', 'test', 'ours_rps',
                                                           'redis_rps', 'ours_over_redis',

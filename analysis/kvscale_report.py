@@ -9,7 +9,7 @@ import pathlib
 
 import pandas as pd
 
-from analysis import crosscheck, figures, kvload_report, machine
+from analysis import figures, inputs, kvload_report, machine
 from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
 from analysis.tables import cell, nan
 
@@ -241,7 +241,7 @@ def claims(data):
 
 def _limits(manifest):
     """'cgroup v2 cpu.max, period 10000 us' from the manifest's CPU-limit record."""
-    if crosscheck.backend(manifest) == 'sim':
+    if inputs.simulated(manifest):
         return 'not applied: %s' % kvload_report.network_text(manifest)
     limits = (manifest.get('mechanisms') or {}).get('cpu_limits') or {}
     if not limits.get('mechanism'):

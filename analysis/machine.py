@@ -120,8 +120,7 @@ def _worst_sample(record):
     busy = [v for v in sample.get('cores') or [] if is_number(v)]
     if steal and any(steal):
         return ('; the worst release%s fell in a CPU sample in which the hypervisor took %s'
-                % (who, ' and '.join('%.0f %% of CPU %d' % (100 * v, i)
-                                     for i, v in enumerate(steal))))
+                % (who, ' and '.join(_share_of(v, i) for i, v in enumerate(steal))))
     if steal:
         return ('; the worst release%s fell in a CPU sample with no steal (CPUs %s busy)'
                 % (who, ' / '.join('%.0f %%' % (100 * v) for v in busy)))
@@ -182,11 +181,16 @@ def steal(manifest):
     text = 'the hypervisor took %.1f %% of the %sCPU time (steal)' % (
         100 * mean, 'hosts\' ' if cpu.get('judged_cpus') else '')
     if worst and worst[0]:
-        names = cpu.get('cores') or []
-        name = names[worst[1]] if worst[1] < len(names) else 'cpu%d' % worst[1]
-        text += ', %.0f %% of %s\'s worst %g s sample' % (
-            100 * worst[0], str(name).replace('cpu', 'CPU '), cpu.get('interval') or 0)
+        text += ', %s\'s worst %g s sample' % (
+            _share_of(*worst, cpu.get('cores') or []), cpu.get('interval') or 0)
     return text
+
+
+def _share_of(fraction, index, names=()):
+    """'32 % of CPU 0': a fraction of the index-th CPU, named as the sampler named it
+    (names: 'cpu0', ...) or by its index."""
+    name = names[index] if index < len(names) else 'cpu%d' % index
+    return '%.0f %% of %s' % (100 * fraction, str(name).replace('cpu', 'CPU '))
 
 
 def _sleeps(count):

@@ -59,7 +59,7 @@ import sys
 import numpy as np
 import pandas as pd
 
-from analysis import crosscheck, sim_warmth
+from analysis import crosscheck, inputs, sim_warmth
 from nodes.dht import codec
 
 KINDS = ('nodes.dht.server', 'nodes.dht.client', 'nodes.dht.peer')
@@ -90,7 +90,7 @@ def _check(emu_dir, sim_dir):
             raise ValueError('%s is not a results folder (no readable manifest.json)'
                              % run_dir) from None
         params = manifest.get('params') or {}
-        backend = crosscheck.backend(manifest)
+        backend = inputs.backend(manifest)
         if manifest.get('experiment') != 'dht8':
             raise ValueError('%s is a %s run; sim_cost reads dht8 runs'
                              % (run_dir, manifest.get('experiment')))

@@ -29,6 +29,7 @@ import re
 import pandas as pd
 
 from analysis import figures, machine
+from analysis.inputs import simulated
 from analysis.tables import write_tables
 from repronet.run.results import read_manifest, read_points
 
@@ -175,22 +176,24 @@ def draw(run_dir, manifest, data):
 def report(manifest, data, drawn=()):
     """Return report.md text from the manifest and tables."""
     params = manifest['params']
-    mech = manifest.get('mechanisms', {})
+    mech = manifest.get('mechanisms') or {}     # datapath: OVS's, None without OVS
     cpu = manifest.get('cpu') or {}
     lines = ['# Smoke run', '',
              '- status: %s%s' % (manifest.get('status'),
                                  (' (%s)' % manifest['error'])
                                  if manifest.get('error') else ''),
-             '- switch: %s, datapath: %s, link mechanism: %s' % (
-                 params['switch'], mech.get('datapath'),
+             '- switch: %s%s, link mechanism: %s' % (
+                 mech.get('switch') or params['switch'],
+                 ', datapath: %s' % mech['datapath'] if mech.get('datapath') else '',
                  ', '.join(sorted({str(r.get('mechanism'))
                                    for r in mech.get('links', [])}))),
              '- configured h1-s1 rate: %g Mbit/s; transfer %g s, %d '
              'repetition(s), scale %s' % (params['bw'], params['duration'],
                                           params['repeat'], params['scale']),
              '- machine: %s' % machine.describe(manifest),
-             '- CPU: mean %s, saturated: %s' % (cpu.get('mean'),
-                                                cpu.get('saturated')),
+             '- CPU: no monitor (a simulated run: its times are the model\'s)'
+             if simulated(manifest) else '- CPU: mean %s, saturated: %s' % (
+                 cpu.get('mean'), cpu.get('saturated')),
              '']
     gp = data['goodput']
     if len(gp):

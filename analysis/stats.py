@@ -10,7 +10,7 @@ the CPU precisely at each timed part's start and end (``points.jsonl``'s ``cpu``
 
 import math
 
-from analysis.inputs import as_dict, is_number
+from analysis.inputs import as_dict, is_number, simulated
 from repronet.run import cpu
 
 
@@ -37,7 +37,7 @@ def read_cpu(inputs, manifest):
     simulated run has no CPU monitor, so none are missing there)."""
     samples = [s for s in inputs.read('cpu.jsonl')
                if is_number(s.get('t')) and is_number(s.get('busy'))]
-    if not samples and as_dict(manifest.get('cpu')).get('backend') != 'sim':
+    if not samples and not simulated(manifest):
         inputs.missing('CPU samples missing (logs/cpu.jsonl)')
     interval = as_dict(manifest.get('cpu')).get('interval')
     return samples, interval if is_number(interval) and interval > 0 else 0.5
@@ -85,12 +85,6 @@ def point_cpu(samples, interval, start, end, span, bar):
 
 
 MODELLED = 'modelled'
-
-
-def simulated(manifest):
-    """True for a simulated run: no CPU monitor, so its CPU was modelled (``--sim-cost``),
-    never measured, and no point of it can be judged CPU-bound."""
-    return as_dict(manifest.get('cpu')).get('backend') == 'sim'
 
 
 class PointJudge:

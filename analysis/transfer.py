@@ -30,7 +30,8 @@ import pathlib
 import pandas as pd
 
 from analysis import transfer_figures, transfer_seed
-from analysis.inputs import Inputs, as_dict, incomplete, is_number, read_manifest
+from analysis.inputs import Inputs, as_dict, incomplete, is_number, read_manifest, \
+    simulated
 from analysis.stats import PointJudge, pooled_cpu
 from analysis.tables import write_tables
 from nodes.transfer.core import jain
@@ -148,7 +149,7 @@ def tables(run_dir):
     logs = run_dir / 'logs'
     found = Inputs(logs)
     judge = PointJudge(found, manifest)
-    sim = as_dict(manifest.get('mechanisms')).get('backend') == 'sim'    # no iperf3 there
+    sim = simulated(manifest)    # no iperf3 there
     conns, points = [], []
     for record, point, result in found.points(POINT_KEYS):
         if record.get('status') == 'failed':

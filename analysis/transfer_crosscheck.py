@@ -41,7 +41,7 @@ def _points(run_dir, want, option):
     if manifest.get('experiment') != 'transfer':
         raise crosscheck.CrosscheckError('%s is a %s run, not a transfer run' % (
             run_dir, manifest.get('experiment')))
-    found = crosscheck.backend(manifest)
+    found = inputs.backend(manifest)
     if found != want:
         raise crosscheck.CrosscheckError('%s is %s, but %s must be %s' % (
             run_dir, crosscheck.BACKEND_NAMES[found], option, crosscheck.BACKEND_NAMES[want]))

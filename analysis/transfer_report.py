@@ -66,8 +66,7 @@ def targets(data, manifest):
                               load_bound)
     rows.append({'target': "Jain's index over N connections (lowest)", 'measured': worst,
                  'goal': '>= %g' % JAIN_GOAL, 'verdict': verdict, 'notes': notes})
-    sim = inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim'
-    rows.append(_mathis_target(data['path'], 'sim' if sim else
+    rows.append(_mathis_target(data['path'], 'sim' if inputs.simulated(manifest) else
                                manifest['params'].get('congestion_control')))
     conns = data['transfers']
     ok = int(conns['ok'].sum()) if len(conns) else 0
@@ -231,7 +230,7 @@ def report(manifest, data, drawn):
              'when more than %g %% of its samples are over %g %% busy' % (
                  _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
     lines += verdicts_line(pts['cpu_verdict'] if 'cpu_verdict' in pts else [], (busy, over))
-    if inputs.as_dict(manifest.get('mechanisms')).get('backend') == 'sim':
+    if inputs.simulated(manifest):
         lines.append('- backend: simulation (`repronet.sim`, virtual time): iperf3, the capture '
                      'and the cold-read points did not run; no CPU monitor; the stream model '
                      'has no slow start or congestion control (DESIGN.md)')

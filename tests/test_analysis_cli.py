@@ -44,8 +44,11 @@ def test_an_unreadable_or_missing_manifest_is_one_sentence(tmp_path, capsys):
     (tmp_path / 'manifest.json').write_text('{"experiment": "dht8", ')
     assert cli.main([str(tmp_path)]) == 1
     assert 'manifest.json' in _one_sentence(capsys)
-    assert cli.main([str(tmp_path / 'nowhere')]) == 1
+    (tmp_path / 'empty').mkdir()
+    assert cli.main([str(tmp_path / 'empty')]) == 1
     assert 'manifest.json' in _one_sentence(capsys)
+    assert cli.main([str(tmp_path / 'nowhere')]) == 2       # a usage error, as in compare
+    assert 'does not exist' in _one_sentence(capsys)
 
 
 def test_the_command_line_itself_prints_no_traceback(tmp_path):

@@ -5,9 +5,10 @@ machine, the delay daemons' lateness, every fault kind) and read_jsonl's dropped
 import json
 import pathlib
 
+import pandas as pd
 import pytest
 
-from analysis import dht8
+from analysis import dht8, dht8_report, machine
 from repronet.run import cpu, results
 from tests import dht8_folder
 
@@ -158,7 +159,6 @@ def test_part2_rows_carry_the_cpu_bound_mark_as_part1_rows_do():
     """A new user saw sets A-E at 8 peers 1.00 busy with no mark though part2.csv said
     cpu_bound: the Part II table now writes it, as Part I's does."""
     import pandas as pd
-    from analysis import dht8_report
     row = {'set': 'A', 'ops_per_client': 100, 'concurrent_clients': 8, 'total_time_s': 1.0,
            'total_time_s_sd': 0.1, 's_per_file': 0.01, 'bytes_per_s_per_client': 1e6,
            'fraction_of_link': 0.1, 'cpu_busy': 1.0, 'cpu_bound': True}
@@ -166,3 +166,21 @@ def test_part2_rows_carry_the_cpu_bound_mark_as_part1_rows_do():
                                                       cpu_bound=False)]))
     rows = [ln for ln in lines if ln.startswith('| A ') or ln.startswith('| B ')]
     assert rows[0].endswith('| 1.00 (CPU-bound) |') and rows[1].endswith('| 0.30 |')
+
+
+def test_every_cpu_bound_point_is_listed_compactly_and_the_machine_once(run):
+    """A seed run had 24 CPU-bound points and its report listed 12 and '...': now every one,
+    as ranges, with what they measured; the machine is named once, on its own line, not again
+    inside the CPU bullet."""
+    data = dht8.tables(run)
+    one = data['points'].iloc[[0]]
+    data['points'] = pd.concat([one.assign(
+        point=n, cpu_bound=n in range(3, 18) or n == 20,
+        variant='search' if n == 20 else 'register') for n in range(22)], ignore_index=True)
+    manifest = dht8_folder.manifest()
+    text = dht8_report.report(manifest, data)
+    bullet = next(ln for ln in text.splitlines() if 'CPU was the bottleneck' in ln)
+    assert 'in 16 of 22 points: 3-17, 20 (I register, I search).' in bullet, bullet
+    assert '...' not in bullet
+    described = machine.describe(manifest)
+    assert text.count(described) == 1 and described not in bullet

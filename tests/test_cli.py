@@ -114,6 +114,26 @@ def test_run_is_the_script(args):
     assert via_cli.returncode == (0 if args == ['--help'] else 2)
 
 
+SCRIPTS = sorted(p.stem for p in (REPO / 'topologies').glob('*.py')
+                 if not p.stem.startswith('_'))
+
+
+@pytest.mark.parametrize('name', SCRIPTS)
+def test_argparse_refusals_are_one_sentence_in_every_script(name):
+    """A wrong choice, a value that is not a number and an unknown flag were argparse's
+    15-line usage and then the error; now each is one line naming the flag, exit 2, before
+    anything is built (nothing on stdout); --help still prints the usage."""
+    for args, words in ((['--scale', 'huge'], "--scale: invalid choice: 'huge'"),
+                        (['--repeat', 'abc'], "--repeat: invalid int value: 'abc'"),
+                        (['--bogus'], 'unrecognized arguments: --bogus')):
+        out = script(name, *args)
+        assert (out.returncode, out.stdout) == (2, ''), (args, out.stdout, out.stderr)
+        assert out.stderr.startswith(name + ': ') and out.stderr.count('\n') == 1, out.stderr
+        assert words in out.stderr and '--help lists the options' in out.stderr, out.stderr
+    helped = script(name, '--help')
+    assert helped.returncode == 0 and helped.stdout.startswith('usage: %s.py' % name)
+
+
 def test_run_passes_the_exit_status_without_root():
     if os.geteuid() != 0:
         pytest.skip('already not root: covered by test_run_is_the_script')
@@ -134,9 +154,43 @@ def test_caps_is_the_capability_report():
 
 
 def test_analyse_bad_folder_is_one_line(tmp_path):
-    out = repronet('analyse', str(tmp_path / 'missing'))
+    """A folder that is there but not a results folder cannot be rebuilt: exit 1."""
+    out = repronet('analyse', str(tmp_path))
     assert out.returncode == 1 and out.stdout == ''
-    assert out.stderr.count('\n') == 1 and 'missing' in out.stderr
+    assert out.stderr.count('\n') == 1 and 'no manifest.json' in out.stderr
+
+
+def test_a_missing_or_unreadable_folder_is_a_usage_error_in_analyse_and_compare(tmp_path):
+    """analyse said exit 1 where compare said 2 for a folder that is not there: both now
+    refuse it as a usage error, exit 2, in the same sentence, before reading anything (a
+    good folder named beside it is not rebuilt)."""
+    import shutil
+    import tempfile
+    from tests.dht8_folder import make_run
+    user = 'nobody' if os.geteuid() == 0 else None      # root reads any folder
+    base = tmp_path if user is None else pathlib.Path(tempfile.mkdtemp(dir='/tmp'))
+    try:
+        base.chmod(0o755)
+        good = base / 'good'
+        good.mkdir()
+        make_run(good)
+        closed = base / 'closed'
+        closed.mkdir(mode=0o000)
+        for folder, sentence in ((base / 'missing', 'results folder %s does not exist'),
+                                 (good / 'manifest.json', '%s is a file, not a results folder'),
+                                 (closed, 'cannot read results folder %s (permission denied)')):
+            analysed = repronet('analyse', str(good), str(folder), user=user)
+            compared = repronet('compare', str(good), str(folder), user=user)
+            assert (analysed.returncode, analysed.stdout) == (2, ''), analysed.stderr
+            assert analysed.stderr == sentence % folder + '\n'
+            assert (compared.returncode, compared.stdout) == (2, '')
+            assert compared.stderr == 'repronet: ' + sentence % folder + '\n'
+        assert not (good / 'report.md').exists()
+    finally:
+        if (base / 'closed').exists():
+            (base / 'closed').chmod(0o755)
+        if base != tmp_path:
+            shutil.rmtree(base)
 
 
 def test_clean_refuses_without_root():

@@ -23,12 +23,12 @@ def _record(mode='poll', effect='in force: only idle states with no exit latency
 
 
 def test_the_flag_defaults_to_the_kernel_choice_only_when_asked():
-    """No flag: None (the runner then asks for poll); poll and os parse; anything else is an
-    argparse error; a simulated run refuses the flag in one sentence."""
+    """No flag: None (the runner then asks for poll); poll and os parse; anything else is a
+    UsageError; a simulated run refuses the flag in one sentence."""
     assert options.parse(_Exp(), []).cpu_idle is None
     for mode in cpuidle.MODES:
         assert options.parse(_Exp(), ['--cpu-idle', mode]).cpu_idle == mode
-    with pytest.raises(SystemExit):
+    with pytest.raises(options.UsageError):
         options.parse(_Exp(), ['--cpu-idle', 'deep'])
     params = options.parse(_Exp(), ['--backend', 'sim', '--cpu-idle', 'poll'])
     with pytest.raises(options.UsageError) as info:

@@ -24,7 +24,7 @@ import sys
 import pandas as pd
 import pytest
 
-from analysis import crosscheck, crosscheck_report, crosscheck_tables, dht8
+from analysis import crosscheck, crosscheck_report, crosscheck_tables, dht8, inputs
 from analysis.tables import write_tables
 from tests import dht8_folder
 
@@ -293,8 +293,8 @@ def test_refusals_are_one_sentence(tmp_path, case, words):
 def test_a_simulated_run_known_by_its_mechanisms_alone(runs):
     manifest = json.loads((runs[1] / 'manifest.json').read_text())
     del manifest['params']['backend']
-    assert crosscheck.backend(manifest) == 'sim'
-    assert crosscheck.backend(dht8_folder.manifest()) == 'emu'
+    assert inputs.backend(manifest) == 'sim'
+    assert inputs.backend(dht8_folder.manifest()) == 'emu'
 
 
 def test_command_line(runs, tmp_path):

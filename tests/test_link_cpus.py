@@ -32,7 +32,7 @@ def test_the_last_cpus_go_to_the_daemons_and_the_rest_to_the_hosts():
     none = linkcpus.LinkCpus(0, usable=[0, 1])
     assert (none.daemons, none.rest, none.active) == ([], [0, 1], False)
     assert none.record()['reserved'] == 0
-    assert linkcpus._ranges([0, 1, 2, 5, 7, 8]) == '0-2,5,7-8'
+    assert linkcpus.ranges([0, 1, 2, 5, 7, 8]) == '0-2,5,7-8'
 
 
 @pytest.mark.parametrize('count, words', [
@@ -60,14 +60,14 @@ def test_confine_moves_every_thread_and_children_place_moves_a_daemon_release_un
     child = daemon = None
     try:
         split.confine()
-        rest = linkcpus._ranges(split.rest)
+        rest = linkcpus.ranges(split.rest)
         assert _allowed(other.native_id) == rest and _allowed(threading.get_native_id()) == rest
         child = subprocess.Popen(['sleep', '30'])           # a host's process: inherits
         assert sorted(os.sched_getaffinity(child.pid)) == split.rest
         daemon = subprocess.Popen(['sleep', '30'])
         split.place('h2', daemon.pid)
         assert sorted(os.sched_getaffinity(daemon.pid)) == split.daemons
-        assert split.record()['placed'] == {'h2': linkcpus._ranges(split.daemons)}
+        assert split.record()['placed'] == {'h2': linkcpus.ranges(split.daemons)}
     finally:
         split.release()
         stop.set()

@@ -40,7 +40,7 @@ def test_links_defaults_to_auto_and_takes_each_mechanism():
     assert options.parse(_Exp(), []).links == 'auto'
     for mechanism in ('auto', 'netem', 'linkdelay'):
         assert options.parse(_Exp(), ['--links', mechanism]).links == mechanism
-    with pytest.raises(SystemExit):
+    with pytest.raises(options.UsageError):
         options.parse(_Exp(), ['--links', 'tbf'])
 
 

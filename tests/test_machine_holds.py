@@ -124,3 +124,33 @@ def test_the_cpu_sample_of_the_worst_release_says_whether_the_vm_stalled():
     del old['core_steal']        # samples from before core_steal existed
     assert 'worst release' not in machine.describe(_manifest(late_max_sample=old))
     assert 'worst release' not in machine.describe(_manifest(late_max_sample=None))
+
+
+STEAL_HOST = {'provenance': {'host': {'cpus': 3, 'memory_bytes': 2 ** 33,
+                                      'cpu_model': 'Test CPU'}}}
+STEAL_HOLDS = {'late_share': 0.1, 'hold_us_min': 100, 'hold_us_max': 100,
+               'late_us_mean': 3.0, 'late_us_max': 250.0}
+LINE_START = ('3 CPUs, 8.0 GiB memory, Test CPU; link delay daemons released packets 3.0 us '
+              'late on average, 250 us at most, against configured holds of 100 us; ')
+
+
+def test_both_steal_clauses_name_cpus_alike_and_stay_byte_identical():
+    """The worst release's sample and the run's worst steal sample share one formatter; the
+    lines are the ones the two formatters wrote before (three CPUs, percentages rounded, a
+    CPU past the sampler's names named by its index)."""
+    stalled = dict(STEAL_HOST, link_holds=dict(STEAL_HOLDS, late_max_host='s1', late_max_sample={
+        't': 1.0, 'cores': [0.2, 1.0, 0.5], 'core_steal': [0.004, 0.125, 0.0]}), cpu={
+        'steal_mean': 0.0149, 'core_steal_max': [0.004, 0.125, 0.999],
+        'cores': ['cpu0', 'cpu1', 'cpu2'], 'interval': 0.25, 'judged_cpus': [0, 1]})
+    assert machine.describe(stalled) == LINE_START + (
+        "the worst release (s1's daemon) fell in a CPU sample in which the hypervisor took 0 % "
+        "of CPU 0 and 12 % of CPU 1 and 0 % of CPU 2; the hypervisor took 1.5 % of the hosts' "
+        "CPU time (steal), 100 % of CPU 2's worst 0.25 s sample")
+    unnamed = dict(STEAL_HOST, link_holds=dict(STEAL_HOLDS, late_max_sample={
+        't': 1.0, 'cores': [0.1, 0.2], 'core_steal': [0.0, 0.5]}), cpu={
+        'steal_mean': 0.2, 'core_steal_max': [0.1, 0.0, 0.7], 'cores': ['cpu0'],
+        'interval': 0.5})
+    assert machine.describe(unnamed) == LINE_START + (
+        'the worst release fell in a CPU sample in which the hypervisor took 0 % of CPU 0 and '
+        "50 % of CPU 1; the hypervisor took 20.0 % of the CPU time (steal), 70 % of CPU 2's "
+        'worst 0.5 s sample')

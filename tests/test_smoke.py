@@ -157,6 +157,29 @@ def test_report_describes_the_machine_from_the_manifest():
         analysis.report(manifest, empty).splitlines()
 
 
+@pytest.mark.parametrize('mechanisms, line', [
+    ({'switch': 'ovs', 'datapath': 'user', 'links': [{'mechanism': 'linkdelay'}]},
+     '- switch: ovs, datapath: user, link mechanism: linkdelay'),
+    ({'switch': 'lxbr', 'datapath': None, 'links': [{'mechanism': 'netem'}]},
+     '- switch: lxbr, link mechanism: netem'),
+    ({'backend': 'sim', 'switch': 'sim', 'links': [{'mechanism': 'sim'}]},
+     '- switch: sim, link mechanism: sim'),
+    (None, '- switch: lxbr, link mechanism: '),
+])
+def test_report_says_the_datapath_only_when_the_manifest_does(mechanisms, line):
+    """A Linux bridge has no datapath and a simulated run no switch: the report printed
+    'datapath: None' for both (a new user's simulated smoke run); now the switch the run
+    recorded, and its datapath only when there is one; a simulated run's CPU line says it had
+    no monitor instead of 'mean None'."""
+    manifest = {'status': 'ok', 'mechanisms': mechanisms,
+                'params': {'switch': 'lxbr', 'bw': 10.0, 'duration': 2.0, 'repeat': 1,
+                           'scale': 'smoke'}}
+    text = analysis.report(manifest, {name: pd.DataFrame() for name in ('goodput', 'ping')})
+    assert line in text.splitlines() and 'datapath: None' not in text, text
+    if mechanisms and mechanisms.get('backend') == 'sim':
+        assert 'None' not in text and '- CPU: no monitor' in text, text
+
+
 @pytest.mark.root
 @pytest.mark.parametrize('switch', ['lxbr', 'ovs', 'osken'])
 def test_smoke_run(switch, tmp_path):

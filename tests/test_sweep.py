@@ -54,10 +54,25 @@ def test_progress_prints_elapsed_and_eta():
     now[0] += 10
     progress.point_done({'point': 1, 'rate': 6, 'repetition': 0, 'seed': 9})
     lines = out.getvalue().splitlines()
-    assert lines[0] == ('[1/4] rate=5 repetition=0 ok goodput_mbps=4.9  '
+    assert lines[0] == ('[1/4] point 0: rate=5 repetition=0 ok goodput_mbps=4.9  '
                         'elapsed 0:00:10  ETA 0:00:30')
     assert lines[1].endswith('elapsed 0:00:20  ETA 0:00:20')
     assert '\r' not in out.getvalue()
+
+
+def test_progress_names_each_point_by_the_number_reports_and_tables_use():
+    """A new user read '[3/4]' as point 3, which the report calls point 2: the count of
+    finished points starts at 1, so every line also names the point by its own number,
+    counted from 0 like logs/points.jsonl, the tables, the reports and --dry-run."""
+    points = sweep.expand({'rate': [5, 6]}, repeat=2)
+    out = io.StringIO()
+    progress = sweep.Progress(len(points), stream=out, clock=lambda: 0.0)
+    for point in points:
+        progress.point_done(point)
+    for count, (line, point) in enumerate(zip(out.getvalue().splitlines(), points), 1):
+        assert line.startswith('[%d/4] point %d: rate=%d ' % (
+            count, point['point'], point['rate'])), line
+    assert [p['point'] for p in points] == [0, 1, 2, 3]
 
 
 def test_eta_weighs_the_points_left_by_their_estimates():
@@ -121,8 +136,9 @@ def test_options_fill_from_scale_then_defaults():
 @pytest.mark.parametrize('argv', [['--switch', 'nope'], ['--scale', 'huge'],
                                   ['--repeat', 'x'], ['--cli', 'never']])
 def test_options_reject_bad_values(argv):
-    with pytest.raises(SystemExit):
+    with pytest.raises(options.UsageError) as info:
         options.parse(_Exp(), argv)
+    assert argv[0] in str(info.value) and '\n' not in str(info.value)
 
 
 @pytest.mark.parametrize('argv, sentence', [

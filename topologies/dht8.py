@@ -59,9 +59,11 @@ from repronet.run.runner import Experiment  # noqa: E402
 from workloads import dht_files, dht8_plan  # noqa: E402
 from workloads.dht8_plan import fileset_spec  # noqa: E402
 from workloads.dht8_points import FAULTS, Point  # noqa: E402
+from workloads.scratch import default_workdir  # noqa: E402
 
 PARTS = ('I', 'ping', 'II', 'III', 'capture', 'failover')
 PING_SERVERS = 4
+WORKDIR = default_workdir('dht8')     # a run not as root adds its uid
 
 
 class Dht8Topo(Topo):
@@ -148,7 +150,7 @@ class Dht8(Experiment):
                  'repeat': 3},
         'defaults': {'servers': 8, 'peers': 8, 'replicas': 1, 'window': 1,
                      'bw': 100.0, 'delay': '0.05ms', 'timeout': 5.0,
-                     'parts': ','.join(PARTS), 'workdir': '/tmp/repronet-dht8'},
+                     'parts': ','.join(PARTS), 'workdir': WORKDIR},
     }
 
     def add_arguments(self, parser):
@@ -179,7 +181,7 @@ class Dht8(Experiment):
           help='comma-separated parts to run among %s (default all)' % ','.join(PARTS))
         a('--workdir', metavar='DIR', default=None,
           help='where file sets are generated and reused, outside the results '
-          'folder (default /tmp/repronet-dht8)')
+          'folder (default %s)' % WORKDIR)
 
     timed_parts = True      # CPU verdict over release..last client exit only
 

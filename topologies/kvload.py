@@ -47,8 +47,10 @@ from repronet.run.options import UsageError  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from workloads import kv_points  # noqa: E402
+from workloads.scratch import default_workdir  # noqa: E402
 
 FSYNC = ('always', 'everysec', 'no')
+WORKDIR = default_workdir('kvload')     # a run not as root adds its uid
 CACHES = ('lru', 'lfu', 'fifo', 'none')
 SIM_SKIPS = ('kvload: --backend sim runs our server\'s load points only and skips Redis, the '
              'redis-benchmark (bench, fsync) points and the profile point, which need real '
@@ -87,7 +89,7 @@ class KvLoad(Experiment):
         'defaults': {'pipeline': 1, 'layouts': 'local,lan', 'servers': 'ours,redis',
                      'lan_bw': 1000.0, 'lan_delay': '0.05ms', 'appendfsync': 'everysec',
                      'cache': 'lru', 'cache_size': 100, 'storage': 'memory',
-                     'timeout': 10.0, 'workdir': '/tmp/repronet-kvload'},
+                     'timeout': 10.0, 'workdir': WORKDIR},
     }
     limits = {'clients': (1, 16, 'a whole number'),
               'requests': (1, 1000000, 'a whole number'),
@@ -131,7 +133,7 @@ class KvLoad(Experiment):
           help='a client\'s wait for one reply before it fails (default 10)')
         a('--workdir', metavar='DIR', default=None,
           help='where the servers\' append-only files go, outside the results folder '
-          '(default /tmp/repronet-kvload; removed after each point)')
+          '(default %s; removed after each point)' % WORKDIR)
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

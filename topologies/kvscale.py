@@ -55,8 +55,10 @@ from repronet.run.runner import Experiment  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from nodes.kv import cluster  # noqa: E402
 from workloads import kvscale_points as kp  # noqa: E402
+from workloads.scratch import default_workdir  # noqa: E402
 
 POLICIES = ('fifo', 'lru', 'lfu')
+WORKDIR = default_workdir('kvscale')     # a run not as root adds its uid
 SIM_SKIPS = ('kvscale: --backend sim runs our servers on the homogeneous hosts only and '
              'skips Redis (it needs real hosts) and the mixed class (the simulator does not '
              'model a host\'s CPU limit, so slow hosts would not be slow)')
@@ -118,7 +120,7 @@ class KvScale(Experiment):
                      'policies': 'fifo,lru,lfu', 'vnodes': cluster.DEFAULT_VNODES, 'fast_cores': 0.25,
                      'slow_cores': 0.0625, 'bw': 100.0, 'zipf': 0.99, 'value_size': 0,
                      'dataset': 'synthetic', 'storage': 'log', 'appendfsync': 'everysec',
-                     'timeout': 10.0, 'workdir': '/tmp/repronet-kvscale'},
+                     'timeout': 10.0, 'workdir': WORKDIR},
     }
     limits = {'keys': (10, 10000000, 'a whole number'), 'duration': (0.5, 3600, 'seconds'),
               'vnodes': (1, 4096, 'a whole number'), 'fast_cores': (0.01, 64, 'cores'),
@@ -153,7 +155,7 @@ class KvScale(Experiment):
         a('--appendfsync', choices=('always', 'everysec', 'no'), help='log policy of both')
         a('--timeout', type=float, metavar='S', help='a client\'s wait for one reply')
         a('--workdir', metavar='DIR', help='where server data goes, outside the results '
-          'folder (default /tmp/repronet-kvscale; removed after each point)')
+          'folder (default %s; removed after each point)' % WORKDIR)
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

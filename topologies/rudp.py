@@ -44,8 +44,10 @@ from repronet.run.runner import Experiment  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from workloads import rudp_points as rp  # noqa: E402
 from workloads.transfer_points import FileSet  # noqa: E402
+from workloads.scratch import default_workdir  # noqa: E402
 
 MODES = ('seed', 'window', 'tcp92k', 'tcp', 'uftp', 'udp')
+WORKDIR = default_workdir('rudp', '/var/tmp')     # a run not as root adds its uid
 SWEEP_MODES = ('seed', 'window', 'tcp', 'uftp')
 SIM_MODES = ('seed', 'window')     # the modes whose programs have simulate()
 SIM_SKIPS = ('rudp: --backend sim runs our protocol only and skips the iperf3 (TCP, UDP) and '
@@ -86,7 +88,7 @@ class Rudp(Experiment):
         'defaults': {'bw': 100.0, 'delay': '3ms', 'jitter': '0.5ms', 'loss': 0.1,
                      'window': 16, 'rate': None, 'timeout': 10.0, 'reorder_wait': 0.001,
                      'congestion_control': 'cubic',
-                     'workdir': '/var/tmp/repronet-rudp'},
+                     'workdir': WORKDIR},
     }
     limits = {'size': (1, 1 << 34, 'bytes'), 'bw': (1, 1000, 'Mbit/s'),
               'loss': (0, 50, 'percent'), 'window': (1, 4096, 'a whole number'),
@@ -114,7 +116,8 @@ class Rudp(Experiment):
         a('--congestion-control', choices=('cubic', 'reno', 'bbr', 'machine'),
           help='TCP congestion control of iperf3 (default cubic: loss-based, as TCP was '
           'in the seed; machine: the namespace default, bbr here)')
-        a('--workdir', metavar='DIR', help='the file and received copies')
+        a('--workdir', metavar='DIR',
+          help='the file and received copies (default %s)' % WORKDIR)
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

@@ -55,11 +55,13 @@ from repronet.run.options import UsageError, list_text as _csv, number_list as _
 from repronet.run.runner import Experiment  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from workloads import transfer_points as tp  # noqa: E402
+from workloads.scratch import default_workdir  # noqa: E402
 
 KB, MB = 1000, 1000 * 1000     # the seed's units (its 10 MB file is 10^7 bytes)
 SIM_SKIPS = ('transfer: --backend sim runs our server and clients only: it skips iperf3 (no '
              'simulated twin), the capture points (scapy needs a real interface) and the cold '
              'size points (no disk is modelled), and models no congestion control')
+WORKDIR = default_workdir('transfer', '/var/tmp')     # a run not as root adds its uid
 SEED_SIZES = [1 * KB, 100 * KB, 500 * KB] + [s * MB for s in (10, 20, 30, 40, 50, 60, 70)]
 
 
@@ -117,7 +119,7 @@ class Transfer(Experiment):
                      'path_bw': 100.0, 'capture_size': 256 * 1024, 'nodelay': True,
                      'segment': True, 'dropcache': 'both', 'congestion_control': 'cubic',
                      'timeout': 30.0,
-                     'workdir': '/var/tmp/repronet-transfer'},
+                     'workdir': WORKDIR},
     }
     limits = {'bw': (0, 10000, 'Mbit/s (0: no shaping)'), 'loss': (0, 50, 'percent'),
               'packet': (1, 4 << 20, 'bytes'), 'packet_size_file': (1, 1 << 31, 'bytes'),
@@ -160,7 +162,7 @@ class Transfer(Experiment):
           '(default cubic, the Linux default; machine: the namespace default)')
         a('--timeout', type=float, metavar='S', help='a transfer stalled this long fails')
         a('--workdir', metavar='DIR', help='files and received copies (default '
-          '/var/tmp/repronet-transfer: on disk, so --dropcache means a disk read)')
+          '%s: on disk, so --dropcache means a disk read)' % WORKDIR)
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

@@ -8,10 +8,22 @@ seed must repeat a run's logs byte for byte, so the name is the point's tag alon
 still made with ``mkdir`` (never reused), and a folder of that name already there (another
 simulated run on the same ``--workdir``, or one a killed run left) fails the point with one
 sentence instead.
+
+The default ``--workdir`` itself (:func:`default_workdir`) names the user unless it is root,
+so a folder a root run left is never in the way of a run without root.
 """
 
 import os
 import tempfile
+
+
+def default_workdir(name, base='/tmp', uid=None):
+    """The default ``--workdir`` of experiment name: ``base/repronet-NAME`` for root, and
+    ``base/repronet-NAME-UID`` for any other user (uid: this process's). A run under sudo
+    leaves its folder owned by root; a later simulated run without root (no sudo needed)
+    could neither write that folder nor lock it, and two users' runs would share one."""
+    uid = os.geteuid() if uid is None else uid
+    return os.path.join(base, 'repronet-%s%s' % (name, '-%d' % uid if uid else ''))
 
 
 class ScratchInUse(RuntimeError):

@@ -84,7 +84,7 @@ class LinkCpus:
         if count and count >= len(usable):
             raise LinkCpuError(
                 f'--link-cpus {count} leaves no CPU for the hosts: this run may use '
-                f'{len(usable)} CPU(s) ({_ranges(usable)}), so ask for at most {len(usable) - 1}')
+                f'{len(usable)} CPU(s) ({ranges(usable)}), so ask for at most {len(usable) - 1}')
         self.count = count
         self.usable = usable
         self.daemons = usable[len(usable) - count:] if count else []
@@ -117,24 +117,25 @@ class LinkCpus:
     def record(self):
         """For the manifest (``mechanisms.link_cpus``)."""
         if not self.active:
-            return {'reserved': 0, 'daemons': None, 'rest': _ranges(self.rest),
+            return {'reserved': 0, 'daemons': None, 'rest': ranges(self.rest),
                     'note': 'the daemons share every CPU with the hosts'}
-        return {'reserved': self.count, 'daemons': _ranges(self.daemons),
-                'rest': _ranges(self.rest),
-                'placed': {n: _ranges(c) for n, c in sorted(self.placed.items())},
+        return {'reserved': self.count, 'daemons': ranges(self.daemons),
+                'rest': ranges(self.rest),
+                'placed': {n: ranges(c) for n, c in sorted(self.placed.items())},
                 'note': 'hosts, node processes, controller and tools on "rest"; processes '
                         'started before the run (an Open vSwitch daemon) and interrupt work '
                         'where the kernel puts them'}
 
 
-def _ranges(cpus):
-    """'0-2,5' for [0, 1, 2, 5]."""
-    out, cpus = [], sorted(cpus)
+def ranges(numbers, sep=','):
+    """'0-2,5' for [0, 1, 2, 5] (CPU lists as the kernel writes them; dht8's report lists
+    its CPU-bound points the same way, with sep ', ')."""
+    out, numbers = [], sorted(numbers)
     i = 0
-    while i < len(cpus):
+    while i < len(numbers):
         j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
             j += 1
-        out.append(str(cpus[i]) if i == j else f'{cpus[i]}-{cpus[j]}')
+        out.append(str(numbers[i]) if i == j else f'{numbers[i]}-{numbers[j]}')
         i = j + 1
-    return ','.join(out)
+    return sep.join(out)

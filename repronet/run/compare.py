@@ -22,7 +22,9 @@ For each table both folders have:
   single repetition on both sides there is no spread and nothing is flagged ("n/a").
 
 Rows whose key is in one folder only are counted, not compared.  Refused, with one sentence
-(``CompareError``): a folder that is not a results folder (no readable manifest), folders of
+(``CompareError``, exit 2): a folder that does not exist or cannot be read (the same sentence
+as ``repronet analyse``: ``results.folder_problem``), a folder that is not a results folder (no
+readable manifest), folders of
 different experiments, a folder without tables (not analysed yet).
 """
 
@@ -32,6 +34,8 @@ import math
 import pathlib
 
 import pandas as pd
+
+from repronet.run import results
 
 REPEAT_COLUMNS = ('point', 'repetition', 'seed')
 SPREAD = 'sample standard deviation over repetitions (n-1)'
@@ -188,6 +192,10 @@ def _groups(df, keys, figures):
 
 def compare(run_a, run_b):
     """Compare two results folders; return a Comparison or raise CompareError."""
+    for run in (run_a, run_b):
+        problem = results.folder_problem(run)
+        if problem:
+            raise CompareError(problem)
     man_a, man_b = _manifest(run_a), _manifest(run_b)
     if man_a['experiment'] != man_b['experiment']:
         raise CompareError('%s is a %s run and %s a %s run; compare runs of the same '

@@ -34,8 +34,8 @@ Shared flags:
   --machines A,B   run the hosts on several servers over ssh (this machine is
                    localhost; repronet.cluster); --placement and --tunnel say how
 
-Every value is checked before anything is built (``check_shared`` and the
-experiment's ``limits`` and ``check``): a wrong one is one sentence and exit 2.
+Every value is checked before anything is built (argparse's own refusals, ``check_shared``
+and the experiment's ``limits`` and ``check``): a wrong one is one sentence and exit 2.
 
 An experiment adds its own flags in ``add_arguments(parser)`` with
 ``default=None`` and gives per-scale values in its ``scales`` dict; values
@@ -71,9 +71,18 @@ class UsageError(ValueError):
     machine lock, the leftover cleanup and the results folder."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors (an unknown flag, a value that is not a number or not among
+    the choices) are a UsageError, one sentence like every other refusal, instead of the
+    whole usage text and then the error; ``--help`` still prints the usage."""
+
+    def error(self, message):
+        raise UsageError('%s; %s --help lists the options' % (message, self.prog))
+
+
 def build_parser(experiment):
     """Return the argument parser: shared flags plus the experiment's own."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog='%s.py' % experiment.name,
         description=(experiment.__doc__ or experiment.name).strip(),
         epilog=_scales_text(experiment),
@@ -163,7 +172,8 @@ def build_parser(experiment):
 
 
 def parse(experiment, argv):
-    """Parse argv and fill unset values from the scale preset and defaults."""
+    """Parse argv and fill unset values from the scale preset and defaults (UsageError
+    for a flag or value argparse refuses)."""
     parser = build_parser(experiment)
     params = parser.parse_args(argv)
     scales = getattr(experiment, 'scales', {}) or {}

@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import pathlib
+import stat
 
 STATUSES = ('running', 'ok', 'failed', 'interrupted')
 
@@ -95,6 +96,23 @@ def read_points(run_dir):
 
 class FolderError(RuntimeError):
     """The results folder cannot be made where --out says (one sentence)."""
+
+
+def folder_problem(path):
+    """Why path cannot be read as a results folder, one sentence, or None: it does not
+    exist, is not a folder, or this user cannot read it. ``repronet analyse`` and ``repronet
+    compare`` refuse such an argument alike, as a usage error, before reading anything."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return 'results folder %s does not exist' % path
+    except OSError as e:
+        return 'cannot read results folder %s (%s)' % (path, e.strerror.lower())
+    if not stat.S_ISDIR(mode):
+        return '%s is a file, not a results folder' % path
+    if not os.access(path, os.R_OK | os.X_OK):
+        return 'cannot read results folder %s (permission denied)' % path
+    return None
 
 
 def writable_ancestor(path, flag):

@@ -173,8 +173,8 @@ class Experiment:
     def main(self, argv=None):
         """Run the experiment from the command line; return the exit status."""
         argv = sys.argv[1:] if argv is None else list(argv)
-        params = options.parse(self, argv)
         try:
+            params = options.parse(self, argv)
             options.check_shared(params, self.limits)
             if params.backend not in self.backends:
                 raise options.UsageError('%s runs only with --backend emu: %s' % (

@@ -130,9 +130,9 @@ def child_main(argv):
     spec.loader.exec_module(module)
     experiment = getattr(module, name)()
     sys.argv = [script] + argv      # what the manifest records as the command
-    params = options.parse(experiment, argv)
-    params.out = out                # the runner's (a default one names the time)
     try:
+        params = options.parse(experiment, argv)
+        params.out = out            # the runner's (a default one names the time)
         with contextlib.redirect_stdout(io.StringIO()):     # the runner said it already
             options.check_shared(params, experiment.limits)
             experiment.check(params)

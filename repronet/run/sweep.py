@@ -13,8 +13,11 @@ on the point's position, so adding a value to one list leaves the seeds of the
 existing points unchanged, and the same command line always gives the same
 seeds on any machine (Python's ``hash()`` is salted per process; SHA-256 is not).
 
-``Progress`` prints one line per finished point with elapsed time and ETA.  It
-writes plain lines (no carriage returns), so it reads the same in a terminal,
+``Progress`` prints one line per finished point with elapsed time and ETA:
+``[3/10] point 2: kind=search ... ok``. ``[3/10]`` counts finished points from 1;
+``point 2`` is the point's own number, counted from 0 as in ``logs/points.jsonl``, the
+tables, the reports, the log names (``-p2``) and ``--dry-run``, so a progress line and a
+report name a point alike.  It writes plain lines (no carriage returns), so it reads the same in a terminal,
 a pipe and a CI log.  Points are not equally long (a 1 GB download against a
 search burst), so the ETA weighs the points left by the experiment's own
 ``estimate()`` of each, scaled by how the finished points compared with
@@ -127,9 +130,9 @@ class Progress:
                       for w, k in zip(self.weights[self.done:], self.kinds[self.done:]))
         else:
             eta = elapsed / self.done * remaining
-        line = '[%d/%d] %s %s  elapsed %s  ETA %s' % (
-            self.done, self.total, describe(point), status,
-            format_duration(elapsed), format_duration(eta))
+        line = '[%d/%d] %s%s %s  elapsed %s  ETA %s' % (
+            self.done, self.total, 'point %s: ' % point['point'] if 'point' in point else '',
+            describe(point), status, format_duration(elapsed), format_duration(eta))
         print(line, file=self.stream, flush=True)
         return line
 
