@@ -152,8 +152,9 @@ def _why_seed_is_fast(data):
                         _f(c1['p50_ms'].mean(), '%.3f')))
     said.append('A sequential client waits one round trip per request, so its rate is set '
                 'by how fast two processes wake each other: with client and server pinned to '
-                'one core a loopback round trip took about 0.02 ms on this project\'s 2-core '
-                'machine, on two cores two to four times longer (README, "Key-value store"). The seed\'s figures are therefore plausible for a small store on '
+                'one CPU a loopback request took 0.021-0.027 ms on this project\'s 2-core '
+                'machine, on two CPUs three to five times longer (benchmarks/kv_placement.py; '
+                'docs/experiments.md, kvload). The seed\'s figures are therefore plausible for a small store on '
                 'an idle machine and measure mostly the round trip, not the store: compare '
                 'the spread between repetitions and client counts here.')
     return ' '.join(said)
@@ -175,8 +176,8 @@ def _lan(resp, params, manifest):
                     _LAN_REST[inputs.simulated(manifest)])]
 
 
-_LAN_REST = {False: 'rest is the hosts\' stacks and the delay daemons (see the README\'s link '
-             'emulation figures for how late they release packets).',
+_LAN_REST = {False: 'rest is the hosts\' stacks and the delay daemons (the machine line above '
+             'says how late they released packets; docs/link-emulation.md has the measurements).',
              True: 'rest is serialisation at the link rate in the simulator\'s network model '
              '(no processing time unless --sim-cost charges it).'}
 

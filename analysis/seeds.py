@@ -132,7 +132,7 @@ def report(manifest, found):
     lines = ['# Every seed report, reproduced (repronet reproduce)', '',
              'Command: `%s`. Scale `%s`, backend `%s`, revision %s; started %s, ended %s '
              '(%s).' % (' '.join(str(a) for a in manifest.get('argv') or []),
-                        params.get('scale'), params.get('backend'), revision,
+                        params.get('scale'), inputs.backend(manifest), revision,
                         manifest.get('started_at'), manifest.get('ended_at'),
                         _clock(manifest.get('seconds'))), '',
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
