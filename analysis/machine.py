@@ -116,11 +116,12 @@ def _worst_sample(record):
         return ''
     host = record.get('late_max_host')
     who = ' (%s\'s daemon)' % host if host else ''
-    steal = [v for v in sample.get('core_steal') or [] if is_number(v)]
+    # each CPU keeps its own index: a core without a reading must not renumber the rest
+    steal = [(v, i) for i, v in enumerate(sample.get('core_steal') or []) if is_number(v)]
     busy = [v for v in sample.get('cores') or [] if is_number(v)]
-    if steal and any(steal):
+    if steal and any(v for v, _ in steal):
         return ('; the worst release%s fell in a CPU sample in which the hypervisor took %s'
-                % (who, ' and '.join(_share_of(v, i) for i, v in enumerate(steal))))
+                % (who, ' and '.join(_share_of(v, i) for v, i in steal)))
     if steal:
         return ('; the worst release%s fell in a CPU sample with no steal (CPUs %s busy)'
                 % (who, ' / '.join('%.0f %%' % (100 * v) for v in busy)))

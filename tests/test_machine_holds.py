@@ -120,6 +120,8 @@ def test_the_cpu_sample_of_the_worst_release_says_whether_the_vm_stalled():
     line = machine.describe(_manifest(late_max_host='s2', late_max_sample=quiet))
     assert "worst release (s2's daemon) fell in a CPU sample with no steal (CPUs 100 % / 40 % " \
            "busy)" in line
+    gap = dict(stalled, core_steal=[None, 0.06])     # CPU 0 without a reading keeps CPU 1's name
+    assert 'the hypervisor took 6 % of CPU 1' in machine.describe(_manifest(late_max_sample=gap))
     old = dict(stalled)
     del old['core_steal']        # samples from before core_steal existed
     assert 'worst release' not in machine.describe(_manifest(late_max_sample=old))
