@@ -82,3 +82,30 @@ def test_every_script_defaults_to_the_users_own_workdir(name):
     assert out.returncode == 0, out.stderr
     text = ' '.join(out.stdout.split()).replace('- ', '-')    # argparse wraps at '-'
     assert '%s/repronet-%s-%d' % (WORKDIRS[name], name, UID) in text, text
+
+
+@pytest.mark.parametrize('name', sorted(WORKDIRS))
+def test_a_simulation_defaults_to_a_workdir_apart_from_the_emulations(name):
+    """A simulation takes no machine lock, so it may run beside an emulation of the same
+    experiment: with one default workdir the emulated dht8 found it locked (a new user ran
+    `repronet reproduce --backend sim` beside `repronet reproduce`) after building its network."""
+    script = str(REPO / 'topologies' / (name + '.py'))
+
+    def planned(*extra):
+        out = subprocess.run([sys.executable, script, '--scale', 'smoke', '--dry-run'] +
+                             list(extra), capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    own = default_workdir(name, WORKDIRS[name])
+    if name in ('dht8', 'rudp', 'transfer'):        # the ones whose dry run names it
+        assert own + '-sim' in planned('--backend', 'sim') and own + '-sim' not in planned()
+    import importlib
+    from repronet.run import options
+    from repronet.run.runner import Experiment
+    module = importlib.import_module('topologies.' + name)
+    experiment = next(v() for v in vars(module).values() if isinstance(v, type) and
+                      issubclass(v, Experiment) and v is not Experiment)
+    assert options.parse(experiment, ['--backend', 'sim']).workdir == own + '-sim'
+    assert options.parse(experiment, []).workdir == own
+    assert options.parse(experiment, ['--backend', 'sim', '--workdir', '/x']).workdir == '/x'

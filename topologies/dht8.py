@@ -181,7 +181,7 @@ class Dht8(Experiment):
           help='comma-separated parts to run among %s (default all)' % ','.join(PARTS))
         a('--workdir', metavar='DIR', default=None,
           help='where file sets are generated and reused, outside the results '
-          'folder (default %s)' % WORKDIR)
+          'folder (default %s; with --backend sim %s-sim)' % (WORKDIR, WORKDIR))
 
     timed_parts = True      # CPU verdict over release..last client exit only
 

@@ -133,7 +133,7 @@ class KvLoad(Experiment):
           help='a client\'s wait for one reply before it fails (default 10)')
         a('--workdir', metavar='DIR', default=None,
           help='where the servers\' append-only files go, outside the results folder '
-          '(default %s; removed after each point)' % WORKDIR)
+          '(default %s, with --backend sim %s-sim; removed after each point)' % (WORKDIR, WORKDIR))
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

@@ -155,7 +155,7 @@ class KvScale(Experiment):
         a('--appendfsync', choices=('always', 'everysec', 'no'), help='log policy of both')
         a('--timeout', type=float, metavar='S', help='a client\'s wait for one reply')
         a('--workdir', metavar='DIR', help='where server data goes, outside the results '
-          'folder (default %s; removed after each point)' % WORKDIR)
+          'folder (default %s, with --backend sim %s-sim; removed after each point)' % (WORKDIR, WORKDIR))
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

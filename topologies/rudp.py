@@ -117,7 +117,7 @@ class Rudp(Experiment):
           help='TCP congestion control of iperf3 (default cubic: loss-based, as TCP was '
           'in the seed; machine: the namespace default, bbr here)')
         a('--workdir', metavar='DIR',
-          help='the file and received copies (default %s)' % WORKDIR)
+          help='the file and received copies (default %s; with --backend sim %s-sim)' % (WORKDIR, WORKDIR))
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

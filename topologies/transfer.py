@@ -162,7 +162,7 @@ class Transfer(Experiment):
           '(default cubic, the Linux default; machine: the namespace default)')
         a('--timeout', type=float, metavar='S', help='a transfer stalled this long fails')
         a('--workdir', metavar='DIR', help='files and received copies (default '
-          '%s: on disk, so --dropcache means a disk read)' % WORKDIR)
+          '%s: on disk, so --dropcache means a disk read; with --backend sim %s-sim)' % (WORKDIR, WORKDIR))
 
     def check(self, params):
         """Reject parameters the experiment cannot run, with one sentence."""

@@ -179,10 +179,16 @@ def parse(experiment, argv):
     scales = getattr(experiment, 'scales', {}) or {}
     layers = [scales.get(params.scale, {}), scales.get('defaults', {}),
               SHARED_DEFAULTS]
+    workdir_given = getattr(params, 'workdir', None) is not None
     for key in vars(params):
         for layer in layers:
             if getattr(params, key) is None and key in layer:
                 setattr(params, key, layer[key])
+    if not workdir_given and params.backend == 'sim' and isinstance(
+            getattr(params, 'workdir', None), str):
+        # a simulation needs no lock and may run beside an emulation of the same
+        # experiment: by default they must not share generated files or the workdir's lock
+        params.workdir += '-sim'
     if params.out is None:
         params.out = results.default_out(experiment.name)
     return params
