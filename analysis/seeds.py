@@ -95,9 +95,30 @@ def _clock(seconds):
 
 
 def _status(run, child):
-    if child is not None:
-        return str(child.get('status'))
-    return 'not run' if run.get('exit') is None else 'no results folder'
+    """The experiment's status as its manifest says, unless its exit status says otherwise."""
+    code = run.get('exit')
+    if child is None:
+        return 'not run' if code is None else 'no results folder (exit %s)' % code
+    status = str(child.get('status'))
+    if status == 'running':
+        return 'ended without a status (exit %s)' % code if code is not None else 'running'
+    if code not in (0, None) and status == 'ok':
+        return 'failed (exit %s)' % code        # e.g. its analysis failed after the points
+    return status
+
+
+def _cpu(child):
+    """'saturated', 'no', 'modelled' (a simulation) or '-' from the experiment's manifest."""
+    if child is None:
+        return '-'
+    if inputs.simulated(child):
+        return 'modelled'
+    saturated = inputs.as_dict(child.get('cpu')).get('saturated')
+    return {True: 'saturated', False: 'no'}.get(saturated, '-')
+
+
+def _whole(value):
+    return int(value) if inputs.is_number(value) else None
 
 
 def build(run_dir):
@@ -108,19 +129,49 @@ def build(run_dir):
     runs, targets = [], []
     for run, child, rows, _ in found:
         runs.append({'seed': run.get('seed'), 'experiment': run.get('name'),
-                     'status': _status(run, child), 'exit': run.get('exit'),
-                     'seconds': run.get('seconds'), 'estimated_s': run.get('estimated_s'),
-                     'points': (child or {}).get('points'),
-                     'points_ok': (child or {}).get('points_ok')})
+                     'status': _status(run, child), 'exit': _whole(run.get('exit')),
+                     'seconds': run.get('seconds'), 'estimated_s': _whole(run.get('estimated_s')),
+                     'points': _whole((child or {}).get('points')),
+                     'points_ok': _whole((child or {}).get('points_ok')), 'cpu': _cpu(child)})
         targets += [dict(seed=run.get('seed'), experiment=run.get('name'), **row)
                     for row in rows]
     write_tables(root, {
         'runs': pd.DataFrame(runs, columns=['seed', 'experiment', 'status', 'exit', 'seconds',
-                                            'estimated_s', 'points', 'points_ok']),
+                                            'estimated_s', 'points', 'points_ok', 'cpu']).astype(
+            {'exit': 'Int64', 'estimated_s': 'Int64', 'points': 'Int64', 'points_ok': 'Int64'}),
         'targets': pd.DataFrame(targets, columns=['seed', 'experiment', 'target', 'measured',
                                                   'goal', 'verdict'])}, '%.1f')
     (root / 'report.md').write_text(report(manifest, found), encoding='utf-8')
     return root / 'report.md'
+
+
+def _root_status(manifest):
+    """The command's status line; a manifest still 'running' with no end says why that may be."""
+    status = manifest.get('status')
+    if status == 'running' and not manifest.get('ended_at'):
+        return ('running: no end recorded (still running, or the command was killed; each '
+                'experiment\'s own folder says how it ended)')
+    return '%s%s' % (status, ' (%s)' % manifest['error'] if manifest.get('error') else '')
+
+
+def _caveats(manifest):
+    """What the verdicts of this run can and cannot say, from its scale and backend."""
+    said = []
+    scale = inputs.as_dict(manifest.get('params')).get('scale')
+    if scale != 'seed':
+        said.append('This run is at `--scale %s`: the seeds\' targets are set for the seeds\' '
+                    'sizes (`--scale seed`), so its verdicts are indicative.' % scale)
+    if inputs.simulated(manifest):
+        said.append('Simulated: every time and rate is the model\'s (no processing cost '
+                    'unless --sim-cost was given, no congestion control), not measured.')
+    return said
+
+
+def _points(child):
+    if child is None or not inputs.is_number(child.get('points')):
+        return '-'
+    return '%s of %d' % (_whole(child.get('points_ok')) if inputs.is_number(
+        child.get('points_ok')) else '-', child['points'])
 
 
 def report(manifest, found):
@@ -133,29 +184,36 @@ def report(manifest, found):
              'Command: `%s`. Scale `%s`, backend `%s`, revision %s; started %s, ended %s '
              '(%s).' % (' '.join(str(a) for a in manifest.get('argv') or []),
                         params.get('scale'), inputs.backend(manifest), revision,
-                        manifest.get('started_at'), manifest.get('ended_at'),
+                        manifest.get('started_at'), manifest.get('ended_at') or '-',
                         _clock(manifest.get('seconds'))), '',
-             '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
-                                 if manifest.get('error') else ''),
+             '- status: %s' % _root_status(manifest),
              '- machine (from the manifest): %s' % machine.describe(manifest), '',
-             '| seed | experiment | status | time (estimated) | points ok | targets met | '
-             'not met | no data | reported | report |', '|---|---|---|---|---|---|---|---|---|---|']
-    for run, child, rows, _ in found:
+             '| seed | experiment | status | time (estimated) | points ok | CPU | targets met | '
+             'not met | no data | reported | report |',
+             '|---|---|---|---|---|---|---|---|---|---|---|']
+    for run, child, rows, text in found:
         counts = [sum(1 for r in rows if r['verdict'] == v) for v in VERDICTS]
         other = len(rows) - sum(counts)
-        lines.append('| %s | %s | %s | %s (%s) | %s | %d | %d%s | %d | %d | [%s](%s/report.md) |' % (
+        link = '[%s](%s/report.md)' % (run.get('out'), run.get('out')) if text else 'none'
+        lines.append('| %s | %s | %s | %s (%s) | %s | %s | %d | %d%s | %d | %d | %s |' % (
             run.get('seed'), run.get('name'), _status(run, child), _clock(run.get('seconds')),
-            _clock(run.get('estimated_s')),
-            '-' if child is None else '%s of %s' % (child.get('points_ok'), child.get('points')),
+            _clock(run.get('estimated_s')), _points(child), _cpu(child),
             counts[0], counts[1], ' (+%d other)' % other if other else '', counts[2], counts[3],
-            run.get('out'), run.get('out')))
-    lines += ['', 'A target is met only where the experiment\'s own analysis says so (none '
-              'counts a target met when operations failed); "reported" rows state a figure '
-              'with no bar. Each experiment\'s report has the tables beside the seed\'s.']
+            link))
+    lines += [''] + _caveats(manifest) + [
+        'A target is met only where the experiment\'s own analysis says so (none counts a '
+        'target met when operations failed); "reported" rows state a figure with no bar. CPU: '
+        '"saturated" when the machine was the bottleneck during the experiment\'s points (its '
+        'report marks which points). Each experiment\'s report has the tables beside the seed\'s.']
     for run, child, rows, text in found:
+        code = run.get('exit')
         lines += ['', '## Seed %s: %s (%s)' % (run.get('seed'), run.get('what'), run.get('name')),
-                  '', 'Command: `%s`; exit status %s.' % (
-                      ' '.join(str(a) for a in (run.get('argv') or [])[1:]), run.get('exit'))]
+                  '', 'Command: `%s`; %s.' % (
+                      ' '.join(str(a) for a in (run.get('argv') or [])[1:]),
+                      'not run' if code is None else 'exit status %s' % code)]
+        error = (child or {}).get('error')
+        if error:
+            lines += ['', 'Its manifest says: %s' % error]
         if text is None:
             lines += ['', 'No report.md in `%s/`: %s.' % (run.get('out'), _status(run, child))]
             continue

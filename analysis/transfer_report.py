@@ -216,6 +216,8 @@ def report(manifest, data, drawn):
                  params.get('repeat'), params.get('bw'), params.get('delay'),
                  params.get('loss'), params.get('packet'),
                  'off' if params.get('nodelay') else 'on', params.get('segment'),
+                 '%s (asked; the simulator\'s streams have none)' % params.get(
+                     'congestion_control') if inputs.simulated(manifest) else
                  params.get('congestion_control'), params.get('path_bw'),
                  params.get('switch')), '',
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
@@ -228,7 +230,9 @@ def report(manifest, data, drawn):
                  int((~conns['ok'].astype(bool)).sum()) if len(conns) else 0),
              '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
              'when more than %g %% of its samples are over %g %% busy' % (
-                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
+                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)
+             if not inputs.simulated(manifest) else
+             '- CPU over the run: no monitor (a simulation; --sim-cost models the CPU)']
     lines += verdicts_line(pts['cpu_verdict'] if 'cpu_verdict' in pts else [], (busy, over))
     if inputs.simulated(manifest):
         lines.append('- backend: simulation (`repronet.sim`, virtual time): iperf3, the capture '

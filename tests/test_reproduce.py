@@ -32,7 +32,13 @@ def run(*args, timeout=600):
 
 @pytest.mark.parametrize('args, said', [
     (['--only', 'dht9'], "--only takes experiments from dht8, kvload, transfer, kvscale, rudp, "
-                         "not 'dht9'"),
+                         "each once, not 'dht9'"),
+    (['--only', 'dht8,,rudp'], '--only takes experiments from '),
+    (['--only', 'dht8', '--only', 'rudp'], '--only is given twice'),
+    (['--out', '--dry-run'], '--out needs a value'),
+    (['--', '--out', '/tmp/x'], "--out is reproduce's own flag: give it before --, not after"),
+    (['--', '--scale=seed'], "--scale is reproduce's own flag"),
+    (['--', '--dry-run'], "--dry-run is reproduce's own flag"),
     (['--scale', 'huge'], "--scale must be one of smoke, default, seed, not 'huge'"),
     (['--backend', 'ns3'], "--backend must be emu or sim, not 'ns3'"),
     (['--seed', 'x'], "--seed must be a whole number, not 'x'"),
@@ -96,7 +102,12 @@ def test_simulated_seeds_run_into_one_folder_and_one_report(tmp_path):
     assert rudp_targets.split('\n## ')[0].strip() in text
     counts = stacked[stacked.experiment == 'rudp'].verdict.value_counts()
     row = [l for l in text.splitlines() if l.startswith('| 004 | rudp | ok |')][0].split(' | ')
-    assert int(row[5]) == counts.get('met', 0) and int(row[7]) == counts.get('no data', 0)
+    assert row[5] == 'modelled' and row[4] == '5 of 5'
+    assert int(row[6]) == counts.get('met', 0) and int(row[8]) == counts.get('no data', 0)
+    assert 'Simulated: every time and rate is the model' in text
+    runs = (root / 'tables' / 'runs.csv').read_text().splitlines()
+    assert runs[0] == 'seed,experiment,status,exit,seconds,estimated_s,points,points_ok,cpu'
+    assert runs[2].startswith('004,rudp,ok,0,') and runs[2].endswith(',5,5,modelled'), runs
     before = (root / 'report.md').read_bytes()
     rebuilt = subprocess.run([sys.executable, '-m', 'analysis', str(root)], cwd=str(REPO),
                              capture_output=True, text=True, timeout=120)
@@ -140,7 +151,8 @@ def test_sigterm_stops_the_running_experiment_and_starts_no_other(tmp_path):
     _wait_running(root, proc)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 1, err[-2000:]
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert 'left' not in out.splitlines()[-3], out[-500:]     # no ETA once stopping
     assert 'SIGTERM: stopping the running experiment' in err
     assert json.loads((root / 'kvscale' / 'manifest.json').read_text())['status'] == 'interrupted'
     assert not (root / 'rudp').exists()
@@ -176,10 +188,32 @@ def test_report_of_a_folder_whose_experiment_never_wrote_one(tmp_path):
     seeds.build(tmp_path)
     text = (tmp_path / 'report.md').read_text()
     assert '- status: failed (dht8 exited non-zero)' in text
-    assert '| 000 | dht8 | no results folder |' in text and '| 004 | rudp | not run |' in text
-    assert 'No report.md in `dht8/`: no results folder.' in text
+    assert '| 000 | dht8 | no results folder (exit 2) | - (-) | - | - |' in text
+    assert '| 004 | rudp | not run |' in text and text.count('| none |') == 2
+    assert 'No report.md in `dht8/`: no results folder (exit 2).' in text
+    assert 'indicative' in text
     assert (tmp_path / 'tables' / 'targets.csv').read_text().startswith(
         'seed,experiment,target,measured,goal,verdict\n')
+
+
+def test_the_table_follows_the_exit_status_and_a_killed_command(tmp_path):
+    """An experiment whose manifest says ok but whose script exited 1 (its analysis failed
+    after the points) is not 'ok'; a command SIGKILLed before its end says so, not 'running'."""
+    child = tmp_path / 'rudp'
+    child.mkdir()
+    (child / 'manifest.json').write_text(json.dumps({
+        'experiment': 'rudp', 'params': {'backend': 'emu', 'scale': 'smoke'}, 'status': 'ok',
+        'points': 11, 'points_ok': 11, 'cpu': {'saturated': True}}))
+    (tmp_path / 'manifest.json').write_text(json.dumps({
+        'experiment': 'seeds', 'params': {'scale': 'seed', 'backend': 'emu'},
+        'status': 'running', 'ended_at': None, 'argv': ['repronet', 'reproduce'],
+        'runs': [{'seed': '004', 'name': 'rudp', 'what': 'RUDP', 'out': 'rudp', 'exit': 1,
+                  'argv': ['py', 'rudp.py'], 'seconds': 30.0, 'estimated_s': 18}]}))
+    seeds.build(tmp_path)
+    text = (tmp_path / 'report.md').read_text()
+    assert '| 004 | rudp | failed (exit 1) | 0:00:30 (0:00:18) | 11 of 11 | saturated |' in text
+    assert '- status: running: no end recorded (still running, or the command was killed' in text
+    assert 'indicative' not in text
 
 
 @pytest.mark.root

@@ -42,7 +42,24 @@ SCALES = ('smoke', 'default', 'seed')
 BACKENDS = ('emu', 'sim')
 USAGE = ('usage: repronet reproduce [--scale smoke|default|seed] [--backend emu|sim] '
          '[--only NAME,...] [--out DIR] [--seed S] [--dry-run] [-- FLAGS for every experiment]')
+HELP = """
+Run the five seed reports' experiments one after another (dht8 000, kvload 001, transfer 002,
+kvscale 003, rudp 004), each as topologies/NAME.py into DIR/NAME, then write DIR/report.md.
+
+  --scale S     smoke | default | seed, for every experiment (default: default)
+  --backend B   emu (Mininet, needs root; the default) or sim (the simulator, no root)
+  --only A,B    these experiments only (names as above)
+  --out DIR     the folder (default results/seeds-<UTC timestamp>); it must not hold a run
+  --seed S      base seed of every experiment (default: each experiment's)
+  --dry-run     ask every experiment for its plan and estimate; nothing runs
+  -- FLAGS      flags given to every experiment (e.g. -- --repeat 3 --switch ovs); not the
+                flags above, which reproduce sets itself
+
+Each experiment first gets --dry-run with its flags, so a wrong one stops everything before
+anything is built. Ctrl-C or SIGTERM stops the running experiment (it cleans up) and starts no
+other. Exit status: 0 all ok, 1 one failed, 2 wrong arguments, 130/143 interrupted."""
 PR_SET_PDEATHSIG = 1
+OWN_FLAGS = ('--scale', '--backend', '--only', '--out', '--seed', '--dry-run', '--help', '-h')
 
 
 class UsageError(ValueError):
@@ -54,19 +71,26 @@ def parse(argv):
     argv = list(argv)
     extra = argv[argv.index('--') + 1:] if '--' in argv else []
     argv = argv[:argv.index('--')] if '--' in argv else argv
+    for flag in extra:
+        if flag.split('=')[0] in OWN_FLAGS:
+            raise UsageError('%s is reproduce\'s own flag: give it before --, not after '
+                             '(flags after -- go to every experiment)' % flag.split('=')[0])
     opts = {'scale': 'default', 'backend': 'emu', 'only': [name for _, name, _ in SEEDS],
             'out': None, 'seed': None, 'dry_run': False, 'extra': extra}
     names = [name for _, name, _ in SEEDS]
-    i = 0
+    given, i = set(), 0
     while i < len(argv):
         flag = argv[i]
+        if flag in given:
+            raise UsageError('%s is given twice' % flag)
+        given.add(flag)
         if flag == '--dry-run':
             opts['dry_run'] = True
             i += 1
             continue
-        if flag not in ('--scale', '--backend', '--only', '--out', '--seed'):
+        if flag not in OWN_FLAGS:
             raise UsageError('unknown argument %r (%s)' % (flag, USAGE[7:]))
-        if i + 1 >= len(argv):
+        if i + 1 >= len(argv) or argv[i + 1].startswith('--'):
             raise UsageError('%s needs a value' % flag)
         value = argv[i + 1]
         i += 2
@@ -77,11 +101,11 @@ def parse(argv):
         if flag == '--seed' and not re.fullmatch(r'[0-9]{1,18}', value):
             raise UsageError('--seed must be a whole number, not %r' % value)
         if flag == '--only':
-            picked = [n.strip() for n in value.split(',') if n.strip()]
+            picked = [n.strip() for n in value.split(',')]
             wrong = [n for n in picked if n not in names]
-            if not picked or wrong:
-                raise UsageError('--only takes experiments from %s, not %r' % (
-                    ', '.join(names), ','.join(wrong) or value))
+            if wrong or len(set(picked)) != len(picked):
+                raise UsageError('--only takes experiments from %s, each once, not %r' % (
+                    ', '.join(names), value))
             value = [n for n in names if n in picked]
         opts[flag[2:]] = value
     if opts['out'] is None:
@@ -180,7 +204,7 @@ class Runner:
 def main(argv):
     """Command line entry point; return the exit status."""
     if argv in (['-h'], ['--help']):
-        print(USAGE + '\n\n' + __doc__.split('\n\n')[1])
+        print(USAGE + '\n' + HELP)
         return 0
     try:
         opts = parse(argv)
@@ -195,6 +219,10 @@ def main(argv):
     except UsageError as e:
         print('repronet reproduce: %s' % e, file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print('repronet reproduce: interrupted while asking the experiments for their plans; '
+              'nothing ran', file=sys.stderr)
+        return 128 + signal.SIGINT
     total = sum(p['estimated_s'] or 0 for p in plan)
     for i, p in enumerate(plan, 1):
         print('[%d/%d] seed %s %s (%s): ~%s' % (i, len(plan), p['seed'], p['name'], p['what'],
@@ -202,7 +230,11 @@ def main(argv):
     print('%d experiment(s), estimated %s; results in %s' % (len(plan), clock(total), root))
     if opts['dry_run']:
         return 0
-    folder = results.ResultsFolder(root)
+    try:
+        folder = results.ResultsFolder(root)
+    except results.FolderError as e:
+        print('repronet reproduce: %s' % e, file=sys.stderr)
+        return 2
     folder.start('seeds', {k: v for k, v in opts.items() if k != 'dry_run'},
                  opts['seed'], ['repronet', 'reproduce'] + list(argv),
                  provenance=provenance.collect(REPO), runs=plan)
@@ -222,9 +254,10 @@ def main(argv):
             p['ended_at'], p['seconds'] = results.utc_now(), round(time.monotonic() - t0, 1)
             done[p['name']] = p['seconds']
             folder.update(runs=plan)
-            print('[%d/%d] %s: exit %d after %s (estimated %s); %s left' % (
+            print('[%d/%d] %s: exit %d after %s (estimated %s)%s' % (
                 i, len(plan), p['name'], p['exit'], clock(p['seconds']),
-                clock(p['estimated_s']), clock(left(plan, done))), flush=True)
+                clock(p['estimated_s']), '' if runner.stopped_by else
+                '; %s left' % clock(left(plan, done))), flush=True)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
@@ -242,4 +275,4 @@ def main(argv):
     results.hand_over(root)
     print('\nrepronet reproduce: %s after %s; report: %s' % (
         status, clock(time.monotonic() - started), root / 'report.md'))
-    return 0 if status == 'ok' else 1
+    return 128 + runner.stopped_by if runner.stopped_by else 0 if status == 'ok' else 1
