@@ -217,7 +217,8 @@ def test_keep_going_records_the_failed_point_and_runs_the_rest(tmp_path):
     assert records[2]['result']['ping'] == 0.0
     left = {n['name']: n for n in manifest['nodes']}['left-running']
     assert left['returncode'] == -signal.SIGTERM   # stopped with its point
-    assert [l for l in out.splitlines() if l.startswith('[2/3]')][0].split()[1] == 'FAILED'
+    assert [l for l in out.splitlines() if l.startswith('[2/3]')][0].split()[1:4] == [
+        'point', '1:', 'FAILED']
     assert (run / 'report.md').read_text() == 'analysed\n'
 
 
