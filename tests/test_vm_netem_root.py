@@ -71,13 +71,16 @@ def test_smoke_on_the_ovs_kernel_datapath(tmp_path):
     """--switch ovs --datapath kernel builds the network on the openvswitch module and passes.
 
     The VM's CPU is emulated: on a busy 2-core host 20 Mbit/s read 0.80-0.88 of the rate, and
-    once (CI, beside the parallel tests) 0.4953. A stall of the emulated CPU is not the
-    datapath's fault, so a repetition under half the rate gets one more run; a datapath that
-    does not carry the rate fails both. Both readings are printed.
+    in CI, beside the parallel tests, 0.4953 once, then 0.35-0.52 in both tries (1f8c73d: the
+    VM pushed 7-10 Mbit/s). What is tested is that the kernel datapath carries and shapes the
+    link, not how fast an emulated CPU copies bytes, so the link is 5 Mbit/s, which even that
+    starved VM can fill. A stall of the emulated CPU is not the datapath's fault, so a
+    repetition under half the rate gets one more run; a datapath that does not carry the rate
+    fails both. Both readings are printed.
     """
     for attempt in ('run', 'again'):
         proc, manifest = _script('smoke', tmp_path / attempt, '--scale', 'smoke', '--switch',
-                                 'ovs', '--datapath', 'kernel', timeout=280)
+                                 'ovs', '--datapath', 'kernel', '--bw', '5', timeout=280)
         assert manifest['status'] == 'ok'
         assert manifest['mechanisms']['datapath'] == 'kernel'
         goodput = pd.read_csv(tmp_path / attempt / 'tables' / 'goodput.csv')
