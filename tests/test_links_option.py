@@ -88,3 +88,13 @@ def test_experiment_refuses_links_netem_where_the_kernel_lacks_it(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith('smoke: --links netem needs the sch_netem qdisc')
     assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_gso_cap_never_goes_under_one_frame():
+    """The cap is the rate's bytes in 200 us, but a 5 Mbit/s link's 125 bytes is refused by the
+    kernel ("integer out of range" from `ip link`, the VM test at b1ca1ab): one 1,500-byte frame
+    at least."""
+    from types import SimpleNamespace
+    from repronet.emu import network
+    size = lambda bw: network._gso_size(SimpleNamespace(params={'bw': bw} if bw else {}))
+    assert [size(bw) for bw in (None, 5, 60, 100, 500)] == [0, 1500, 1500, 2500, 12500]

@@ -22,7 +22,8 @@ mechanism produced its numbers:
   sent after an idle spell leaves in one burst at veth speed, not at the link's
   rate (a 42 KB message over 100 Mbit/s: 0.2-2.9 ms instead of 3.4). The builder
   caps each shaped host interface's ``gso_max_size`` at what its rate carries in
-  GSO_WINDOW_S (200 us: 2,500 bytes at 100 Mbit/s, so one segment; 12,500 at 500), so
+  GSO_WINDOW_S (200 us: 2,500 bytes at 100 Mbit/s, so one segment; 12,500 at 500; never
+  under one 1,500-byte frame), so
   a burst leaves at most that much before a real link would have sent its last
   byte (3.4-3.7 ms for that message), while fast links keep some batching: each GSO
   packet is one packet for a delay daemon to hold, and turning GSO off cost a 500
@@ -63,6 +64,10 @@ from repronet.emu import capabilities, cpuidle, cpulimit, linkcpus, linkemu
 
 OFFLOADS = ('tx', 'tso', 'gso')
 GSO_WINDOW_S = 200e-6   # shaped links: a GSO packet carries at most this long at the link's rate
+# ... but at least one full frame: a real link sends a frame back to back anyway, and the kernel
+# refuses a gso_max_size under its TCP header room (`ip link` said "integer out of range" for
+# 125 bytes, 5 Mbit/s, on 6.1 and 6.18: every link under 10 Mbit/s without delay failed to start)
+GSO_MIN_BYTES = 1500
 
 
 class NetworkError(RuntimeError):
@@ -313,9 +318,10 @@ class Network:
 
 
 def _gso_size(intf):
-    """The gso_max_size cap of a host interface: its rate's bytes in GSO_WINDOW_S (0: no rate)."""
+    """The gso_max_size cap of a host interface: its rate's bytes in GSO_WINDOW_S, but at
+    least GSO_MIN_BYTES (0: no rate)."""
     bw = (getattr(intf, 'params', None) or {}).get('bw')
-    return max(int(bw * 1e6 / 8 * GSO_WINDOW_S), 1) if bw else 0
+    return max(int(bw * 1e6 / 8 * GSO_WINDOW_S), GSO_MIN_BYTES) if bw else 0
 
 
 def _bridge_nf_call():
