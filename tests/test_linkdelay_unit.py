@@ -110,7 +110,29 @@ BAD = [
 
 def test_good_config_parses(check, tmp_path):
     """Comments, blank lines, leading blanks, 64 hops of 60 s each: all accepted."""
-    assert run(check, 'config', config(tmp_path, GOOD)) == {'sources': 3}
+    assert run(check, 'config', config(tmp_path, GOOD)) == {'sources': 3, 'min_hold_ns': 0}
+
+
+def test_least_hold_is_every_hop_delay_less_its_jitter_over_the_nearest_source(check, tmp_path):
+    """The lazy reads' bound: the least hold any source can draw (jitter takes up to its whole
+    value off each hop); a source with no hops makes it 0 (never lazy)."""
+    lines = ['10.0.0.1 0 2 50 0 50 0', '10.0.0.2 0.5 2 100 30 20 20', '10.0.0.3 0 1 1000 900']
+    assert run(check, 'config', config(tmp_path, lines))['min_hold_ns'] == 70000
+    assert run(check, 'config', config(tmp_path, lines + ['10.0.0.4 0 0'], 'd.conf')
+               )['min_hold_ns'] == 0
+
+
+def test_lazy_reads_wake_by_the_deadline_or_the_least_hold_after_the_last_read(check):
+    """With packets held, the queue does not wake the daemon: it wakes at the next deadline
+    or when a packet that came right after its last read (at 1,000 ns) could be due, the
+    least hold (100 us) later, whichever is first; it watches the queue when nothing is held,
+    when there is no least hold, when stamps are off, and when the last read left more."""
+    assert run(check, 'lazy', 100000, 1000, 0, 0, 50000) == {'wake_ns': 50000, 'watch': 0}
+    assert run(check, 'lazy', 100000, 1000, 0, 0, 500000) == {'wake_ns': 101000, 'watch': 0}
+    assert run(check, 'lazy', 100000, 1000, 0, 0) == {'wake_ns': None, 'watch': 1}
+    for min_hold, off, pending in ((0, 0, 0), (100000, 1, 0), (100000, 0, 1)):
+        assert run(check, 'lazy', min_hold, 1000, off, pending, 500000) == \
+            {'wake_ns': 500000, 'watch': 1}
 
 
 def _refused(argv):

@@ -141,7 +141,7 @@ def test_daemon_config_numbers_each_rated_link_once_and_lists_it_after_via(tmp_p
     conf = tmp_path / 'h2.conf'
     conf.write_text(text)
     check = _compile(tmp_path / 'linkdelay_check', list(CHECK_C), ['-lm'])
-    assert run(check, 'config', conf) == {'sources': 2}
+    assert run(check, 'config', conf) == {'sources': 2, 'min_hold_ns': 0}
 
 
 def test_bandwidth_only_needs_no_daemon_and_no_netem():

@@ -24,7 +24,10 @@ RT throttle and by RT_BUDGET_MS of running without blocking (then it drops to SC
 good; it sleeps briefly every quarter of that budget so that normal traffic never does this),
 and busy-polls a spin window before each deadline, all daemons together at most SPIN_CPUS of the
 machine (each gets its share per 100 ms window). The window is learned by each daemon from how
-late its own timed sleeps wake, at most SPIN_US (linkdelay_sched.h says how).
+late its own timed sleeps wake, at most SPIN_US (linkdelay_sched.h says how). While it holds
+packets a daemon reads its queue only when it wakes for a deadline or when the least hold has
+passed since its last read (lazy reads: the holds count from the kernel's arrival stamps), so
+a real-time daemon preempts the node processes once per batch of packets, not once per packet.
 :meth:`DaemonSet.schedule` is what the manifest records (``mechanisms.link_daemons``); each
 daemon's stats say what it actually ran under, and :meth:`DaemonSet.holds` (the manifest's
 ``link_holds``) what each learned and whether one left the real-time class.
@@ -268,7 +271,7 @@ class DaemonSet:
                 'rt_budget_ms': RT_BUDGET_MS, 'rt_runtime_us': throttle,
                 'spin_us_cap': SPIN_US, 'spin_window': 'learned', 'spin_quantile': quantile,
                 'spin_permille': spin_permille(len(self.paths.receivers())),
-                'spin_cpus': SPIN_CPUS,
+                'spin_cpus': SPIN_CPUS, 'queue_reads': 'lazy',
                 'policy_got': got}
 
     def holds(self):

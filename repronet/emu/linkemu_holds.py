@@ -11,7 +11,9 @@ under 1 us, bucket k from 2^(k-1) to 2^k us, the last open), from which ``late_b
 gives an upper bound of any quantile. ``marked`` is True when the mean exceeds
 ``late_share`` of the smallest configured hold (jitter aside); ``rt_demoted`` lists the
 daemons that left SCHED_FIFO; ``serial_us_mean`` is the mean time a packet's bits took on
-its path's rated links (linkdelay_wire.c) before its hold began. ``late_max_host`` and
+its path's rated links (linkdelay_wire.c) before its hold began; ``lazy_reads`` how often the
+daemons read their queues without an arrival waking them (lazy reads, linkdelay_sched.h),
+``queue_wakes`` how often an arrival did. ``late_max_host`` and
 ``late_max_at`` (Unix seconds) say whose and when the worst release was, so that the runner
 can set the CPU sample of that moment beside it (``late_max_sample``: a stall of the whole VM,
 the hypervisor's steal, shows there, not in the daemon).
@@ -22,7 +24,8 @@ FIELDS = ('late_us_mean', 'late_us_max', 'late_read_us_mean', 'late_chain_us_mea
           'verdict_us_mean', 'serialised', 'serial_us_mean', 'policy', 'rt_demoted',
           'rt_demoted_after_s', 'forced_sleeps', 'spin_ms', 'spin_us', 'spin_cap_us',
           'spin_permille', 'wake_samples', 'wake_overshoot_us_q', 'wake_overshoot_us_max',
-          'late_us_max_at')
+          'late_us_max_at', 'lazy_min_hold_us', 'lazy_off', 'lazy_reads',
+          'queue_wakes')
 PARTS = ('read', 'chain', 'wake')
 
 
@@ -48,6 +51,8 @@ def record(daemons, finals, late_share):
     timed = sum(r['serialised'] or 0 for r in rows)
     serial = sum((r['serialised'] or 0) * (r['serial_us_mean'] or 0) for r in rows)
     return {'serialised': timed, 'serial_us_mean': serial / timed if timed else None,
+            'lazy_reads': sum(r['lazy_reads'] or 0 for r in rows),
+            'queue_wakes': sum(r['queue_wakes'] or 0 for r in rows),
             'late_share': late_share, 'hold_us_min': min(mins) if mins else None,
             'hold_us_max': max(maxes) if maxes else None, 'released': held,
             'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,

@@ -34,6 +34,10 @@
  * its own timed sleeps wake (wake_overshoot_us_*), capped by --spin-us. The stats say what
  * the daemon ran under. Each pass reads at most DRAIN_MAX messages before it releases what is
  * due again, so a flood cannot hold the releases back.
+ * While packets are held the daemon does not let each arrival wake it: it reads the queue
+ * when it wakes for a deadline or when the least hold has passed since its last read,
+ * whichever comes first (lazy reads, linkdelay_sched.h), so a real-time daemon preempts the
+ * node processes once per batch, not once per packet.
  *
  * Signals (SIGTERM/SIGINT stop, SIGUSR1 prints stats) are blocked except inside ppoll, so one
  * that arrives while the loop is busy is taken by the next wait instead of being lost.
@@ -85,6 +89,7 @@ uint64_t late_read_ns_sum, late_chain_ns_sum, late_wake_ns_sum, late_hist[LD_LAT
 unsigned rt_priority, rt_budget_ms = 200;
 struct ld_spin spin;
 struct ld_block block;
+struct ld_lazy lazy;
 uint64_t start_ns;
 static struct nfq_q_handle *qh;
 
@@ -116,6 +121,7 @@ static uint64_t arrival_ns(struct nfq_data *nfa, uint64_t now)
 	uint64_t real, stamp, age;
 	if (nfq_get_timestamp(nfa, &tv) < 0 || tv.tv_sec <= 0) {
 		unstamped++;
+		lazy.off = 1;           /* its hold counts from the read: read at once from now on */
 		return now;
 	}
 	real = clock_ns(CLOCK_REALTIME);
@@ -298,9 +304,12 @@ int main(int argc, char **argv)
 		      ld_block_read_self);
 	/* Any socket asking for receive stamps makes the kernel stamp every arriving packet. */
 	stamp_fd = socket(AF_INET, SOCK_DGRAM, 0);
-	if (stamp_fd < 0 || setsockopt(stamp_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0)
+	if (stamp_fd < 0 || setsockopt(stamp_fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof(on)) < 0) {
 		fprintf(stderr, "linkdelay: no receive stamps (%s); holds count from when packets "
 			"are read\n", strerror(errno));
+		lazy.off = 1;
+	}
+	lazy.min_hold_ns = ld_min_hold_ns(&table);
 	if (ld_signals_setup(&wait_mask) < 0) {
 		perror("linkdelay: signal setup");
 		return 1;
@@ -334,9 +343,9 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	while (!ld_stop_flag) {
-		struct pollfd pfd[2] = {{fd, POLLIN, 0}, {0, POLLIN, 0}};
-		uint64_t now = now_ns(), wait, woke;
-		int rv, drained;
+		struct pollfd pfd[2];
+		uint64_t now = now_ns(), wait = 0, woke, wake_at;
+		int rv, drained, watch, n = 0, iq = -1, ictl = -1;
 
 		if (ld_block_due(&block, now, ld_block_read_self)) {
 			struct timespec nap = {0, (long)LD_FORCED_SLEEP_NS};
@@ -348,8 +357,15 @@ int main(int argc, char **argv)
 			ld_stats_flag = 0;
 			print_stats("stats");
 		}
-		wait = heap.len ? ld_spin_timeout(&spin, now, heap.v[0].deadline_ns - now) : 0;
-		rv = ld_wait(pfd, control_stdin ? 2 : 1, heap.len ? &wait : NULL, &wait_mask);
+		wake_at = ld_lazy_wake(&lazy, heap.len > 0, heap.len ? heap.v[0].deadline_ns : 0,
+				       &watch);
+		if (watch)
+			iq = n, pfd[n++] = (struct pollfd){fd, POLLIN, 0};
+		if (control_stdin)
+			ictl = n, pfd[n++] = (struct pollfd){0, POLLIN, 0};
+		if (heap.len)
+			wait = ld_spin_timeout(&spin, now, wake_at > now ? wake_at - now : 0);
+		rv = ld_wait(pfd, (nfds_t)n, heap.len ? &wait : NULL, &wait_mask);
 		woke = now_ns();
 		if (heap.len && wait == 0)
 			ld_spin_charge(&spin, now, woke);       /* this pass polled, it did not sleep */
@@ -359,28 +375,32 @@ int main(int argc, char **argv)
 			perror("linkdelay: ppoll");
 			break;
 		}
-		if (rv <= 0)
+		if (rv < 0)
 			continue;
-		if (control_stdin && pfd[1].revents) {
-			ssize_t n = read(0, ctl + ctl_len, sizeof(ctl) - ctl_len);
-			if (n <= 0)
+		if (ictl >= 0 && pfd[ictl].revents) {
+			ssize_t got = read(0, ctl + ctl_len, sizeof(ctl) - ctl_len);
+			if (got <= 0)
 				break;  /* the runner is gone */
-			ctl_len += (size_t)n;
+			ctl_len += (size_t)got;
 			control(ctl, &ctl_len);
 		}
-		if (!(pfd[0].revents & POLLIN))
+		if (watch && !(pfd[iq].revents & POLLIN))
 			continue;
+		lazy.reads += !watch;
+		lazy.woken += watch;
+		lazy.read_at_ns = woke;
 		for (drained = 0; drained < DRAIN_MAX; drained++) {
-			ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (n < 0) {
+			ssize_t got = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (got < 0) {
 				if (errno == ENOBUFS) {
 					enobufs++;
 					continue;
 				}
 				break;
 			}
-			nfq_handle_packet(h, buf, (int)n);
+			nfq_handle_packet(h, buf, (int)got);
 		}
+		lazy.pending = drained == DRAIN_MAX;
 	}
 	print_stats("stats");
 	nfq_destroy_queue(qh);

@@ -4,7 +4,7 @@
  * root. Every command prints one JSON object on stdout; a config error prints the daemon's
  * one-line message on stderr and exits 2, as the daemon does.
  *
- *   config FILE                        {"sources": N}
+ *   config FILE                        {"sources": N, "min_hold_ns": N}
  *   lookup FILE IP...                  {"lines": [config line of each IP, or null]}
  *   heap DEADLINE...                   {"order": [arrival index of each pop]}
  *   simulate FILE HOST_ID GAP_NS STEP...
@@ -35,6 +35,9 @@
  *       order given; {"done_ns": [when each one's last bit left], "links": [busy ns of each]}
  *   wire HEX                           {"ip_len": N, "hdr_len": N} or {"ip_len": null}
  *       the lengths the daemon reads from a packet's first bytes (at most 40, as it copies)
+ *   lazy MIN_HOLD_NS READ_AT_NS OFF PENDING [DEADLINE_NS]
+ *       the loop's next wake-up (linkdelay_sched.h, lazy reads) with a packet held until
+ *       DEADLINE_NS, or none held without it; {"wake_ns": N or null, "watch": 0 or 1}
  *   late LATE_NS...                    {"hist": [count per bucket], "bounds_us": [p50, p90, p99]}
  *       the daemon's lateness histogram of those releases (null: the open last bucket)
  *   overshoot COUNT SLEEP_NS PRIORITY
@@ -242,6 +245,19 @@ static int cmd_spin(int argc, char **argv)
 	return 0;
 }
 
+static int cmd_lazy(int argc, char **argv)
+{
+	struct ld_lazy l = {number(argv[0]), number(argv[1]), (int)number(argv[2]),
+			    (int)number(argv[3]), 0, 0};
+	int watch;
+	uint64_t at = ld_lazy_wake(&l, argc == 5, argc == 5 ? number(argv[4]) : 0, &watch);
+	if (at == UINT64_MAX)
+		printf("{\"wake_ns\": null, \"watch\": %d}\n", watch);
+	else
+		printf("{\"wake_ns\": %llu, \"watch\": %d}\n", (unsigned long long)at, watch);
+	return 0;
+}
+
 static int cmd_learn(int argc, char **argv)
 {
 	struct ld_spin s;
@@ -358,7 +374,8 @@ int main(int argc, char **argv)
 	const char *cmd = argc > 1 ? argv[1] : "";
 	if (!strcmp(cmd, "config") && argc == 3) {
 		load(argv[2]);
-		printf("{\"sources\": %zu}\n", table.n);
+		printf("{\"sources\": %zu, \"min_hold_ns\": %llu}\n", table.n,
+		       (unsigned long long)ld_min_hold_ns(&table));
 		return 0;
 	}
 	if (!strcmp(cmd, "lookup") && argc >= 3)
@@ -371,6 +388,8 @@ int main(int argc, char **argv)
 		return cmd_wait_signal();
 	if (!strcmp(cmd, "spin") && argc >= 4)
 		return cmd_spin(argc - 2, argv + 2);
+	if (!strcmp(cmd, "lazy") && (argc == 6 || argc == 7))
+		return cmd_lazy(argc - 2, argv + 2);
 	if (!strcmp(cmd, "learn") && argc >= 3)
 		return cmd_learn(argc - 2, argv + 2);
 	if (!strcmp(cmd, "block") && argc >= 3)

@@ -197,3 +197,16 @@ uint64_t ld_late_bound_us(const uint64_t *hist, double q)
 	}
 	return UINT64_MAX;
 }
+
+uint64_t ld_min_hold_ns(const struct ld_table *t)
+{
+	uint64_t least = UINT64_MAX;
+	for (size_t i = 0; i < t->n; i++) {
+		uint64_t us = 0;
+		for (int h = 0; h < t->v[i].nhops; h++)   /* the parser keeps jitter <= delay */
+			us += t->v[i].delay_us[h] - t->v[i].jitter_us[h];
+		if (us * 1000ull < least)
+			least = us * 1000ull;
+	}
+	return least == UINT64_MAX ? 0 : least;
+}

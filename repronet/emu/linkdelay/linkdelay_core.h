@@ -74,6 +74,9 @@ void ld_seed(struct ld_table *t, uint64_t seed, uint64_t host_id);
 /* Count one packet of s; return 1 to drop it, else 0 with the time to hold it in *hold_ns. */
 int ld_decide(struct ld_source *s, uint64_t *hold_ns);
 
+/* The least hold any source of t can draw, ns (0 when one can draw none, or t has none). */
+uint64_t ld_min_hold_ns(const struct ld_table *t);
+
 /*
  * Serialisation (linkdelay_wire.c). ld_wire_lengths reads an IPv4 packet's total length
  * and its IP + transport header length from the first caplen bytes (0 on success).

@@ -21,6 +21,7 @@ extern uint64_t late_read_ns_sum, late_chain_ns_sum, late_wake_ns_sum, late_hist
 extern unsigned rt_priority, rt_budget_ms;
 extern struct ld_spin spin;
 extern struct ld_block block;
+extern struct ld_lazy lazy;
 extern uint64_t start_ns;
 
 void print_schedule(void);                  /* the scheduling fields of ready and stats lines */

@@ -29,6 +29,9 @@ void print_schedule(void)
 	       (unsigned long long)(spin.budget_ns / (LD_SPIN_WINDOW_NS / 1000ull)),
 	       LD_SPIN_QUANTILE, (unsigned long long)spin.samples, spin.quantile_ns / 1000.0,
 	       spin.overshoot_max_ns / 1000.0);
+	printf(", \"lazy_min_hold_us\": %.3f, \"lazy_off\": %d, \"lazy_reads\": %llu, "
+	       "\"queue_wakes\": %llu", lazy.min_hold_ns / 1000.0, lazy.off,
+	       (unsigned long long)lazy.reads, (unsigned long long)lazy.woken);
 }
 
 /* Mean over the released packets, in us. */

@@ -157,6 +157,15 @@ int ld_sched_apply(unsigned priority, unsigned budget_ms, char *err, size_t errl
 	return 0;
 }
 
+uint64_t ld_lazy_wake(const struct ld_lazy *l, int held, uint64_t deadline_ns, int *watch)
+{
+	uint64_t read_by = l->read_at_ns + l->min_hold_ns;
+	*watch = !held || !l->min_hold_ns || l->off || l->pending;
+	if (!held)
+		return UINT64_MAX;
+	return !*watch && read_by < deadline_ns ? read_by : deadline_ns;
+}
+
 const char *ld_sched_policy(void)
 {
 	switch (sched_getscheduler(0)) {
