@@ -127,12 +127,23 @@ def test_lazy_reads_wake_by_the_deadline_or_the_least_hold_after_the_last_read(c
     or when a packet that came right after its last read (at 1,000 ns) could be due, the
     least hold (100 us) later, whichever is first; it watches the queue when nothing is held,
     when there is no least hold, when stamps are off, and when the last read left more."""
-    assert run(check, 'lazy', 100000, 1000, 0, 0, 50000) == {'wake_ns': 50000, 'watch': 0}
-    assert run(check, 'lazy', 100000, 1000, 0, 0, 500000) == {'wake_ns': 101000, 'watch': 0}
-    assert run(check, 'lazy', 100000, 1000, 0, 0) == {'wake_ns': None, 'watch': 1}
+    def lazy(min_hold, off, pending, *deadline):
+        out = run(check, 'lazy', min_hold, 1000, off, pending, 0, *deadline)
+        return {'wake_ns': out['wake_ns'], 'watch': out['watch']}
+    assert lazy(100000, 0, 0, 50000) == {'wake_ns': 50000, 'watch': 0}
+    assert lazy(100000, 0, 0, 500000) == {'wake_ns': 101000, 'watch': 0}
+    assert lazy(100000, 0, 0) == {'wake_ns': None, 'watch': 1}
     for min_hold, off, pending in ((0, 0, 0), (100000, 1, 0), (100000, 0, 1)):
-        assert run(check, 'lazy', min_hold, 1000, off, pending, 500000) == \
-            {'wake_ns': 500000, 'watch': 1}
+        assert lazy(min_hold, off, pending, 500000) == {'wake_ns': 500000, 'watch': 1}
+
+
+def test_lazy_reads_read_only_once_the_least_hold_has_passed(check):
+    """A pass the queue did not wake (a deadline's, or one polling in the spin window) reads
+    the queue only from the last read (1,000 ns) plus the least hold (100 us) on: before that
+    nothing unread can be due, and reading would cost a system call for nothing."""
+    due = [run(check, 'lazy', 100000, 1000, 0, 0, now, 500000)['read_due']
+           for now in (1000, 50000, 100999, 101000, 400000)]
+    assert due == [0, 0, 0, 1, 1]
 
 
 def _refused(argv):

@@ -384,7 +384,7 @@ int main(int argc, char **argv)
 			ctl_len += (size_t)got;
 			control(ctl, &ctl_len);
 		}
-		if (watch && !(pfd[iq].revents & POLLIN))
+		if (watch ? !(pfd[iq].revents & POLLIN) : !ld_lazy_read_due(&lazy, woke))
 			continue;
 		lazy.reads += !watch;
 		lazy.woken += watch;

@@ -35,9 +35,10 @@
  *       order given; {"done_ns": [when each one's last bit left], "links": [busy ns of each]}
  *   wire HEX                           {"ip_len": N, "hdr_len": N} or {"ip_len": null}
  *       the lengths the daemon reads from a packet's first bytes (at most 40, as it copies)
- *   lazy MIN_HOLD_NS READ_AT_NS OFF PENDING [DEADLINE_NS]
+ *   lazy MIN_HOLD_NS READ_AT_NS OFF PENDING NOW_NS [DEADLINE_NS]
  *       the loop's next wake-up (linkdelay_sched.h, lazy reads) with a packet held until
- *       DEADLINE_NS, or none held without it; {"wake_ns": N or null, "watch": 0 or 1}
+ *       DEADLINE_NS, or none held without it, and whether a pass at NOW_NS that the queue
+ *       did not wake must read it; {"wake_ns": N or null, "watch": 0 or 1, "read_due": 0 or 1}
  *   late LATE_NS...                    {"hist": [count per bucket], "bounds_us": [p50, p90, p99]}
  *       the daemon's lateness histogram of those releases (null: the open last bucket)
  *   overshoot COUNT SLEEP_NS PRIORITY
@@ -250,11 +251,13 @@ static int cmd_lazy(int argc, char **argv)
 	struct ld_lazy l = {number(argv[0]), number(argv[1]), (int)number(argv[2]),
 			    (int)number(argv[3]), 0, 0};
 	int watch;
-	uint64_t at = ld_lazy_wake(&l, argc == 5, argc == 5 ? number(argv[4]) : 0, &watch);
+	uint64_t at = ld_lazy_wake(&l, argc == 6, argc == 6 ? number(argv[5]) : 0, &watch);
 	if (at == UINT64_MAX)
-		printf("{\"wake_ns\": null, \"watch\": %d}\n", watch);
+		printf("{\"wake_ns\": null");
 	else
-		printf("{\"wake_ns\": %llu, \"watch\": %d}\n", (unsigned long long)at, watch);
+		printf("{\"wake_ns\": %llu", (unsigned long long)at);
+	printf(", \"watch\": %d, \"read_due\": %d}\n", watch,
+	       ld_lazy_read_due(&l, number(argv[4])));
 	return 0;
 }
 
@@ -388,7 +391,7 @@ int main(int argc, char **argv)
 		return cmd_wait_signal();
 	if (!strcmp(cmd, "spin") && argc >= 4)
 		return cmd_spin(argc - 2, argv + 2);
-	if (!strcmp(cmd, "lazy") && (argc == 6 || argc == 7))
+	if (!strcmp(cmd, "lazy") && (argc == 7 || argc == 8))
 		return cmd_lazy(argc - 2, argv + 2);
 	if (!strcmp(cmd, "learn") && argc >= 3)
 		return cmd_learn(argc - 2, argv + 2);

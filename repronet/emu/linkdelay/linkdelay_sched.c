@@ -166,6 +166,11 @@ uint64_t ld_lazy_wake(const struct ld_lazy *l, int held, uint64_t deadline_ns, i
 	return !*watch && read_by < deadline_ns ? read_by : deadline_ns;
 }
 
+int ld_lazy_read_due(const struct ld_lazy *l, uint64_t now)
+{
+	return now >= l->read_at_ns + l->min_hold_ns;
+}
+
 const char *ld_sched_policy(void)
 {
 	switch (sched_getscheduler(0)) {

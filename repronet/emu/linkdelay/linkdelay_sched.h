@@ -37,7 +37,9 @@
  *   only before its deadline: no packet can be due sooner than the least hold any source
  *   draws (min_hold_ns) after it arrived. So while packets are held, the daemon leaves the
  *   queue alone and sleeps until the earlier of the next deadline and its last read plus
- *   min_hold_ns, then reads everything that came meanwhile. It watches the queue as before
+ *   min_hold_ns, then reads everything that came meanwhile; it reads nothing sooner (before
+ *   then nothing unread can be due, so a pass that woke for a deadline or polls in its spin
+ *   window leaves the queue alone). It watches the queue as before
  *   when nothing is held (the first packet must wake it), when a read stopped at its cap
  *   with more waiting, when a path has no hold (min_hold_ns 0), and for good once a packet
  *   came without a stamp (its hold would count from a late read).
@@ -137,6 +139,13 @@ struct ld_lazy {
  * UINT64_MAX and *watch = 1 (wait for the queue alone).
  */
 uint64_t ld_lazy_wake(const struct ld_lazy *l, int held, uint64_t deadline_ns, int *watch);
+
+/*
+ * Must a pass that the queue did not wake (watch 0) read it at time now? Only once the least
+ * hold has passed since the last read: until then nothing unread can be due, and a pass that
+ * woke for a deadline or polls in its spin window would read for nothing.
+ */
+int ld_lazy_read_due(const struct ld_lazy *l, uint64_t now);
 
 /* The reader of the calling thread itself (getrusage). */
 void ld_block_read_self(long *nvcsw, uint64_t *cpu_ns);
