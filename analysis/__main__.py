@@ -15,7 +15,6 @@ compare``: one sentence each (``repronet.run.results.folder_problem``) and exit
 status 2, before any folder is rebuilt.
 """
 
-import argparse
 import importlib
 import importlib.util
 import pathlib
@@ -24,6 +23,7 @@ import sys
 
 from analysis import inputs
 from repronet.run.results import folder_problem
+from repronet.usage import UsageParser
 
 
 def experiment_module(experiment, run_dir):
@@ -57,7 +57,8 @@ def build(run_dir):
 
 def main(argv=None):
     """Command line entry point; return the exit status."""
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
+        tool='analysis',
         prog='python -m analysis',
         description='Rebuild tables/, figures/ and report.md of results '
         'folders from their logs/ and manifest.json.')

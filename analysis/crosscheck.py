@@ -23,7 +23,6 @@ hold; written by ``analysis.tables.write_tables``, so a rebuild is byte-identica
 row outside the target the reasons that can be seen mechanically).
 """
 
-import argparse
 import json
 import pathlib
 import sys
@@ -32,6 +31,7 @@ import pandas as pd
 
 from analysis import crosscheck_report, crosscheck_tables, figures, inputs
 from analysis.tables import write_tables
+from repronet.usage import UsageParser
 
 FLOAT = '%.6g'
 # experiment -> (tables both runs must have, tables read when present)
@@ -190,7 +190,8 @@ def build(emu_dir, sim_dir, out_dir):
 
 def main(argv=None):
     """Command line: cross-check, print the summary; exit 1 with one sentence on refusal."""
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
+        tool='analysis.crosscheck',
         prog='python -m analysis.crosscheck',
         description='Simulated run against emulated run of one experiment (dht8, fidelity): '
                     'tables, figures and report.md in --out.')

@@ -73,7 +73,7 @@ def _runs(data):
     """The table naming both runs, and the simulation's model and processing cost."""
     emu, sim = data['manifests']
     rows = [('folder', '`%s`' % data['dirs'][0], '`%s`' % data['dirs'][1]),
-            ('status', emu.get('status'), sim.get('status')),
+            ('status', inputs.run_status(emu), inputs.run_status(sim)),
             ('commit', _commit(emu), _commit(sim)),
             ('machine', machine.describe(emu), machine.describe(sim)),
             ('scale, repetitions', '%s, %s' % (emu['params'].get('scale'),

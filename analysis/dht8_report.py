@@ -59,8 +59,7 @@ def report(manifest, data):
                       params.get('servers'), params.get('peers'), params.get('replicas'),
                       params.get('window'), params.get('bw'), params.get('delay'),
                       params.get('switch'), mechanisms),
-             '', '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
-                                     if manifest.get('error') else ''),
+             '', '- status: %s' % inputs.status(manifest),
              ] + _run_lines(manifest, data, params, cpu, busy, over)
     pts = data.get('points', pd.DataFrame())
     if len(pts):

@@ -35,7 +35,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis import figures, machine
+from analysis import figures, inputs, machine
 from analysis.inputs import simulated
 from analysis.tables import write_tables
 from repronet.run.results import read_jsonl, read_manifest, read_points
@@ -326,7 +326,7 @@ def build(run_dir):
     sim = simulated(manifest)
     text = ['# Link-emulation fidelity\n\n',
             'Run status: %s; link mechanisms: %s; kernel %s; machine: %s.\n\n' % (
-                manifest.get('status'), ', '.join(map(str, mechanisms)) or 'none',
+                inputs.run_status(manifest), ', '.join(map(str, mechanisms)) or 'none',
                 manifest.get('provenance', {}).get('kernel', {}).get('release', '?'),
                 machine.describe(manifest)),
             'Backend: simulation (repronet.sim): the link model in virtual time, TCP '

@@ -25,7 +25,7 @@ import re
 
 import pandas as pd
 
-from repronet.run.results import read_jsonl
+from repronet.run.results import read_jsonl, run_status
 
 NAME = re.compile(r'^[a-z_][a-z0-9_]*$')
 BACKENDS = ('emu', 'sim')
@@ -70,6 +70,13 @@ def backend(manifest):
 def simulated(manifest):
     """True for a run of the simulation backend (:func:`backend`)."""
     return backend(manifest) == 'sim'
+
+
+def status(manifest):
+    """The run's status line for a report: ``running`` only while its process lives
+    (repronet.run.results.run_status), then the error the manifest recorded, if any."""
+    error = manifest.get('error')
+    return '%s%s' % (run_status(manifest), ' (%s)' % error if error else '')
 
 
 def read_manifest(run_dir):

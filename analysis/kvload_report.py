@@ -214,8 +214,7 @@ def report(manifest, data, drawn):
                  params.get('layouts'), params.get('lan_bw'), params.get('lan_delay'),
                  params.get('appendfsync'), params.get('cache'), params.get('cache_size'),
                  params.get('storage'), network_text(manifest)), '',
-             '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
-                                 if manifest.get('error') else ''),
+             '- status: %s' % inputs.status(manifest),
              '- machine: %s' % machine.describe(manifest),
              '- our server\'s event loop: %s' % (', '.join(
                  str(x) for x in manifest.get('kv_server_loops') or []) or 'not recorded'),

@@ -266,8 +266,7 @@ def report(manifest, data, drawn):
     """report.md: machine, targets, the seed's statements against ours, tables, figures."""
     p = manifest.get('params') or {}
     lines = ['# kvscale: a partitioned KV store over 1 to 10 servers (seed 003)', '',
-             '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
-                                 if manifest.get('error') else ''),
+             '- status: %s' % inputs.status(manifest),
              '- machine: %s' % machine.describe(manifest),
              '- CPU over the run: mean busy %s, saturated: %s' % (
                  cell((manifest.get('cpu') or {}).get('mean'), '%.2f'),

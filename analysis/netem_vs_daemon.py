@@ -19,7 +19,6 @@ Writes ``DIR/tables/netem_vs_daemon.csv`` and ``DIR/report.md`` (the table as ma
 both runs' kernel, commit and CPU verdict), and prints the markdown table.
 """
 
-import argparse
 import math
 import pathlib
 import sys
@@ -29,6 +28,7 @@ import pandas as pd
 from analysis import crosscheck, inputs
 from analysis.crosscheck_tables import FIDELITY, groups, ratio, stats, _order, _setting
 from analysis.tables import nan, write_tables
+from repronet.usage import UsageParser
 
 FLOAT = '%.6g'
 SIDES = (('netem', 'NETEM_DIR'), ('linkdelay', 'DAEMON_DIR'))
@@ -129,7 +129,8 @@ def build(netem_dir, daemon_dir, out_dir):
 
 def main(argv=None):
     """Command line: compare, print the table; exit 1 with one sentence on refusal."""
-    parser = argparse.ArgumentParser(
+    parser = UsageParser(
+        tool='analysis.netem_vs_daemon',
         prog='python -m analysis.netem_vs_daemon',
         description='Two fidelity runs on one kernel, --links netem and --links linkdelay: '
                     'configured against netem against the daemon, per configured point.')

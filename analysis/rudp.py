@@ -21,7 +21,7 @@ import re
 
 import pandas as pd
 
-from analysis import figures, kvload_report, machine
+from analysis import figures, inputs, kvload_report, machine
 from analysis.inputs import Inputs, as_dict, incomplete, read_manifest
 from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
 from analysis.stats import PointJudge, cpu_bar, pooled_cpu, verdicts_line, with_cpu_mark
@@ -248,8 +248,7 @@ def report(manifest, data, drawn):
                  p.get('delay'), p.get('jitter'), p.get('loss'), p.get('window'),
                  p.get('rate'), p.get('reorder_wait'), p.get('congestion_control'),
                  kvload_report.network_text(manifest)), '',
-             '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
-                                 if manifest.get('error') else ''),
+             '- status: %s' % inputs.status(manifest),
              '- machine: %s' % machine.describe(manifest),
              '- CPU over the run: mean busy %s, saturated: %s; CPU-bound points (the machine, '
              'not the link, may have limited them): %s' % (

@@ -99,9 +99,9 @@ def _status(run, child):
     code = run.get('exit')
     if child is None:
         return 'not run' if code is None else 'no results folder (exit %s)' % code
-    status = str(child.get('status'))
-    if status == 'running':
-        return 'ended without a status (exit %s)' % code if code is not None else 'running'
+    status = str(inputs.run_status(child))
+    if child.get('status') == 'running' and code is not None:
+        return 'ended without a status (exit %s)' % code
     if code not in (0, None) and status == 'ok':
         return 'failed (exit %s)' % code        # e.g. its analysis failed after the points
     return status
@@ -147,11 +147,10 @@ def build(run_dir):
 
 def _root_status(manifest):
     """The command's status line; a manifest still 'running' with no end says why that may be."""
-    status = manifest.get('status')
-    if status == 'running' and not manifest.get('ended_at'):
-        return ('running: no end recorded (still running, or the command was killed; each '
-                'experiment\'s own folder says how it ended)')
-    return '%s%s' % (status, ' (%s)' % manifest['error'] if manifest.get('error') else '')
+    if manifest.get('status') == 'running' and not manifest.get('ended_at'):
+        return ('%s (each experiment\'s own folder says how it ended)'
+                % inputs.run_status(manifest))
+    return inputs.status(manifest)
 
 
 def _caveats(manifest):

@@ -61,6 +61,7 @@ import pandas as pd
 
 from analysis import crosscheck, inputs, sim_warmth
 from nodes.dht import codec
+from repronet.usage import UsageParser
 
 KINDS = ('nodes.dht.server', 'nodes.dht.client', 'nodes.dht.peer')
 SERVING = ('nodes.dht.server', 'nodes.dht.peer')    # charged per cold and first request
@@ -254,8 +255,8 @@ def flag(theta, exit_s=None, packet_s=None, warmth=(0.0, 0.0)):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog='python -m analysis.sim_cost',
-                                description=__doc__.split('\n')[0])
+    p = UsageParser(tool='analysis.sim_cost', prog='python -m analysis.sim_cost',
+                    description=__doc__.split('\n')[0])
     p.add_argument('emu_dir', help='an emulated dht8 results folder (analysed)')
     p.add_argument('sim_dir', help='a simulated dht8 results folder of the same points, '
                    'run without --sim-cost')

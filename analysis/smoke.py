@@ -28,7 +28,7 @@ import re
 
 import pandas as pd
 
-from analysis import figures, machine
+from analysis import figures, inputs, machine
 from analysis.inputs import simulated
 from analysis.tables import write_tables
 from repronet.run.results import read_manifest, read_points
@@ -179,9 +179,7 @@ def report(manifest, data, drawn=()):
     mech = manifest.get('mechanisms') or {}     # datapath: OVS's, None without OVS
     cpu = manifest.get('cpu') or {}
     lines = ['# Smoke run', '',
-             '- status: %s%s' % (manifest.get('status'),
-                                 (' (%s)' % manifest['error'])
-                                 if manifest.get('error') else ''),
+             '- status: %s' % inputs.status(manifest),
              '- switch: %s%s, link mechanism: %s' % (
                  mech.get('switch') or params['switch'],
                  ', datapath: %s' % mech['datapath'] if mech.get('datapath') else '',

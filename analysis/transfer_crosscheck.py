@@ -13,7 +13,6 @@ points the aggregate over all connections. The ``why`` column gives the reasons 
 seen mechanically; docs/simulation.md, "transfer in the simulator", says what they mean.
 """
 
-import argparse
 import pathlib
 import sys
 
@@ -22,6 +21,7 @@ import pandas as pd
 from analysis import crosscheck, inputs
 from analysis.crosscheck_tables import beyond_spread, groups, ratio, stats, within
 from analysis.tables import cell, nan
+from repronet.usage import UsageParser
 
 KEY = ('kind', 'size', 'packet', 'conns', 'delay_ms', 'loss')
 MEASURES = ('rx_mbps', 'tx_mbps', 'total_mbps', 'aggregate_mbps')
@@ -117,8 +117,9 @@ def markdown(df):
 
 def main(argv=None):
     """Print the table (and write it as CSV); exit 2 with one sentence on bad folders."""
-    p = argparse.ArgumentParser(prog='python -m analysis.transfer_crosscheck',
-                                description='Transfer: simulated against emulated, per point.')
+    p = UsageParser(tool='analysis.transfer_crosscheck',
+                    prog='python -m analysis.transfer_crosscheck',
+                    description='Transfer: simulated against emulated, per point.')
     p.add_argument('emu_dir')
     p.add_argument('sim_dir')
     p.add_argument('--csv', metavar='FILE', help='also write the table as CSV')

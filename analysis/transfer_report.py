@@ -220,8 +220,7 @@ def report(manifest, data, drawn):
                      'congestion_control') if inputs.simulated(manifest) else
                  params.get('congestion_control'), params.get('path_bw'),
                  params.get('switch')), '',
-             '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
-                                 if manifest.get('error') else ''),
+             '- status: %s' % inputs.status(manifest),
              '- machine: %s' % machine.describe(manifest),
              '- TCP in the hosts\' namespaces (defaults): %s' % ', '.join('%s %s' % kv for kv in sorted(
                  inputs.as_dict(manifest.get('tcp')).items())),

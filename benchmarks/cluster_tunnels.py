@@ -14,7 +14,6 @@ run with each other, not with another run's.
 Holds the machine lock (``/run/repronet.lock``) like a run does.
 """
 
-import argparse
 import json
 import os
 import subprocess
@@ -31,6 +30,7 @@ from repronet.cluster.ssh import Machine  # noqa: E402
 from repronet.emu import capabilities  # noqa: E402
 from repronet.emu.process import stop_popen  # noqa: E402
 from repronet.run import leftovers  # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 
 PORT = 5201
 
@@ -85,7 +85,7 @@ def _measure(server, tunnel, seconds, pings):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = UsageParser(tool='cluster_tunnels.py', description=__doc__.split('\n\n')[0])
     parser.add_argument('--seconds', type=float, default=5.0)
     parser.add_argument('--pings', type=int, default=50)
     args = parser.parse_args(argv)

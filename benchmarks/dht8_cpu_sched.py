@@ -24,7 +24,6 @@ on this kernel, so without the trace they count to whoever they interrupted); id
 rest by command name. Nothing is asserted.
 """
 
-import argparse
 import bisect
 import glob
 import json
@@ -32,6 +31,10 @@ import os
 import re
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from repronet.usage import UsageParser  # noqa: E402
 
 _SWITCH = re.compile(r'\[(\d+)\]\s+([\d.]+):\s+sched:sched_switch:.*prev_pid=(\d+).*'
                      r'next_comm=(.*) next_pid=(\d+)')
@@ -151,7 +154,7 @@ def table(wins, totals, run_dir):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = UsageParser(tool='dht8_cpu_sched.py', description=__doc__.split('\n')[0])
     p.add_argument('run_dir', help='a results folder written by benchmarks/dht8_cpu_split.py')
     p.add_argument('perf_data', help='perf record output taken around that run (-k mono)')
     args = p.parse_args(argv)

@@ -22,7 +22,6 @@ move by several times on a loaded machine: compare figures taken together).
     /usr/bin/python3 benchmarks/dht_core_cost.py [--repeat 30]
 """
 
-import argparse
 import os
 import pathlib
 import statistics
@@ -35,6 +34,7 @@ from nodes.dht import codec                                     # noqa: E402
 from nodes.dht.client_core import Channel                       # noqa: E402
 from nodes.dht.ring import Ring                                 # noqa: E402
 from nodes.dht.server_core import ServerConnection, ServerCore  # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 
 SIZES = (1, 250, 500, 2000)
 ADDR = '10.0.0.1:8000'
@@ -101,7 +101,7 @@ def slope(seconds):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = UsageParser(tool='dht_core_cost.py', description=__doc__.split('\n')[0])
     p.add_argument('--repeat', type=int, default=30, help='fresh cores per figure (median)')
     args = p.parse_args(argv)
     if not 1 <= args.repeat <= 10000:

@@ -73,6 +73,7 @@ from benchmarks.dht_read_bench import (EVENTS, GSO_MAX_SEGS, LINKDELAY, PORT,  #
 from nodes.dht import codec                                     # noqa: E402
 from repronet.run import leftovers                              # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard       # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 
 HOLDER = '10.0.0.9:8000'
 ARRIVALS = ('whole', 'htb', 'htb1', 'emu', 'paced')
@@ -213,7 +214,7 @@ def _ints(text):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = UsageParser(tool='dht_read_cost.py', description=__doc__.split('\n')[0])
     p.add_argument('--names', default='250,2000', help='names per REGISTER (comma list)')
     p.add_argument('--clients', default='1,8', help='connections sending at once (list)')
     p.add_argument('--messages', type=int, default=30, help='measured rounds per condition')

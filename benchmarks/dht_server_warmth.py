@@ -26,7 +26,6 @@ the figures (compare figures taken together). Traffic goes to 127.0.0.1 only.
         [--idle-ms 1,10,100]
 """
 
-import argparse
 import json
 import os
 import pathlib
@@ -42,6 +41,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from benchmarks.dht_core_cost import names                     # noqa: E402
 from benchmarks.dht_read_bench import cpu_ns                    # noqa: E402
 from nodes.dht import codec                                     # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 ADDR = '10.0.0.1:8000'
@@ -140,7 +140,7 @@ def _numbers(text, what):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = UsageParser(tool='dht_server_warmth.py', description=__doc__.split('\n')[0])
     p.add_argument('--repeat', type=int, default=5, help='fresh servers per size (median)')
     p.add_argument('--sizes', default='1,250,500,2000', help='names per REGISTER')
     p.add_argument('--idle-ms', default='1,10,100', help='idle pauses before a message')

@@ -25,7 +25,6 @@ to read, beside whatever else was running then.
     /usr/bin/python3 benchmarks/kv_placement.py [--requests 50000]
 """
 
-import argparse
 import csv
 import io
 import json
@@ -37,17 +36,11 @@ import tempfile
 
 from kv_vs_redis import REPO, Server
 
+from repronet.usage import UsageParser
+
 PLACEMENTS = (('unpinned', None, None), ('same CPU', 0, 0), ('different CPUs', 0, 1))
 OPS = ('set', 'get', 'del')
 RUN_TIMEOUT = 900       # seconds for one client run; 1e6 x 3 requests at 0.3 ms fit
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one sentence on stderr and exit status 2."""
-
-    def error(self, message):
-        print('kv_placement: %s.' % message.rstrip('.'), file=sys.stderr)
-        sys.exit(2)
 
 
 def _pin(pid, cpu):
@@ -131,7 +124,7 @@ def measure(requests, workdir):
 
 def parse_args(argv):
     """Parse and check the command line before anything starts."""
-    p = _Parser(description=__doc__.split('\n')[0])
+    p = UsageParser(tool='kv_placement', description=__doc__.split('\n')[0])
     p.add_argument('--requests', type=int, default=50_000, help='per operation (kvload -n)')
     args = p.parse_args(argv)
     if not 1000 <= args.requests <= 1_000_000:

@@ -15,7 +15,6 @@ redis-benchmark itself, so a ratio measured in one run is what to read.
     /usr/bin/python3 benchmarks/kv_vs_redis.py [--requests 100000] [--profile /tmp/kv.prof]
 """
 
-import argparse
 import csv
 import io
 import json
@@ -29,6 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from repronet.usage import UsageParser  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = (('c1', ['-c', '1']), ('c50', ['-c', '50']), ('c50 P16', ['-c', '50', '-P', '16']))
@@ -174,7 +177,7 @@ def profile(requests, workdir, path, top):
 
 def parse_args(argv):
     """Parse and check the command line."""
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = UsageParser(tool='kv_vs_redis.py', description=__doc__.split('\n')[0])
     p.add_argument('--requests', type=int, default=100_000, help='-n of redis-benchmark')
     p.add_argument('--profile', metavar='PATH', help='also profile our server, stats here')
     p.add_argument('--top', type=int, default=20, help='functions of the profile printed')

@@ -65,6 +65,7 @@ from benchmarks.lan_latency_report import (TCP_MBIT, combine, lateness,  # noqa:
                                           print_flood, print_header, print_rows,
                                           print_schedule, print_targets, print_tcp)
 from benchmarks.args import whole  # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOADS = ('idle', 'hogs')
@@ -248,7 +249,7 @@ def _loads(text):
 
 def parse(argv):
     """The checked arguments (argparse exits 2 with one sentence on a bad one)."""
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = UsageParser(tool='lan_latency.py', description=__doc__.split('\n')[0])
     parser.add_argument('--delays', type=_floats, default=[0, 0.01, 0.05, 0.1, 0.5],
                         help='ms per link, comma-separated; 0 is the floor (default '
                         '0,0.01,0.05,0.1,0.5)')

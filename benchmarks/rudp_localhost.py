@@ -11,12 +11,15 @@ protocol in Python, not a network: the experiment (issue 12) puts the same progr
 emulated links.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from repronet.usage import UsageParser  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,7 +39,7 @@ def transfer(path, out, extra):
 
 def main():
     """Run the transfers and print a table."""
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = UsageParser(tool='rudp_localhost.py', description=__doc__.split('\n')[0])
     p.add_argument('--size-mb', type=float, default=50.0)
     p.add_argument('--blocks', default='1,8,32,64')
     p.add_argument('--rate', type=float, default=400.0, help='windowed mode: Mbit/s')

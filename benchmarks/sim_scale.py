@@ -56,6 +56,7 @@ from mininet.topo import Topo  # noqa: E402
 
 from repronet.run import sim_interpreter  # noqa: E402
 from repronet.sim.backend import SimBackend  # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 from workloads import dht_files  # noqa: E402
 
 INDEX_PORT, PEER_PORT = 7000, 8000
@@ -311,8 +312,8 @@ def each_interpreter(names, argv):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog='benchmarks/sim_scale.py',
-                                description=__doc__.split('\n')[0])
+    p = UsageParser(tool='sim_scale.py', prog='benchmarks/sim_scale.py',
+                    description=__doc__.split('\n')[0])
     p.add_argument('--servers', type=int, default=1000)
     p.add_argument('--peers', type=int, default=10000)
     p.add_argument('--files', type=int, default=10, help='files per peer (default 10)')

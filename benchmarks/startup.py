@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from repronet.run import leftovers, provenance  # noqa: E402
 from repronet.run.signals import Interrupted, SignalGuard  # noqa: E402
 from benchmarks.args import whole  # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_HOSTS = 2000
@@ -130,7 +131,7 @@ def sizes(text):
 
 def main(argv=None):
     """Measure every size; print one line each and return the exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = UsageParser(tool='startup.py', description=__doc__.split('\n')[0])
     parser.add_argument('--sizes', type=sizes, default=[50, 100, 200, 400],
                         help='host counts, comma-separated (default 50,100,200,400)')
     parser.add_argument('--per-leaf', type=whole(1, 100), default=10,

@@ -204,28 +204,3 @@ def test_download_heartbeat_counts_partial_files(tmp_path):
     (tmp_path / 'a' / 'done.bin').write_bytes(b'x' * 1000)
     (tmp_path / 'a' / '.done2.bin.part.1.1').write_bytes(b'x' * 500)
     assert dht8_points.folder_bytes({'p1': tmp_path / 'a', 'p2': tmp_path / 'gone'}) == 1500
-
-
-def test_a_second_run_in_the_same_workdir_is_refused_in_one_sentence(tmp_path):
-    """Simulated runs take no machine lock, so two could share --workdir's file sets and
-    download folders; the second is refused while the first holds the workdir."""
-    import subprocess
-    import sys
-    from repronet.run.options import UsageError
-    from workloads.dht8_plan import lock_workdir
-    held = lock_workdir(str(tmp_path / 'w'))
-    code = ('import sys; from workloads.dht8_plan import lock_workdir\n'
-            'try:\n    lock_workdir(sys.argv[1])\nexcept Exception as e:\n'
-            '    print(type(e).__name__, e); sys.exit(3)\n')
-    other = subprocess.run([sys.executable, '-c', code, str(tmp_path / 'w')],
-                           capture_output=True, text=True, cwd=str(tmp_path.parent),
-                           env={'PYTHONPATH': str(__import__('pathlib').Path(
-                               __file__).resolve().parents[1])})
-    assert other.returncode == 3 and 'another dht8 run is using --workdir' in other.stdout
-    held.close()
-    again = lock_workdir(str(tmp_path / 'w'))
-    again.close()
-    blocked = tmp_path / 'file'
-    blocked.write_text('')
-    with pytest.raises(UsageError, match='cannot lock --workdir'):
-        lock_workdir(str(blocked / 'sub'))

@@ -212,7 +212,8 @@ def test_the_table_follows_the_exit_status_and_a_killed_command(tmp_path):
     seeds.build(tmp_path)
     text = (tmp_path / 'report.md').read_text()
     assert '| 004 | rudp | failed (exit 1) | 0:00:30 (0:00:18) | 11 of 11 | saturated |' in text
-    assert '- status: running: no end recorded (still running, or the command was killed' in text
+    assert ('- status: no end recorded (each experiment\'s own folder says how it ended)'
+            in text)      # no process record: whether it still runs cannot be known
     assert 'indicative' not in text
 
 

@@ -27,16 +27,16 @@ WORKDIRS = {'dht8': '/tmp', 'kvload': '/tmp', 'kvscale': '/tmp', 'transfer': '/v
             'rudp': '/var/tmp'}
 LOCK_BOTH = '''
 import sys
+from repronet.run.leftovers import workdir_lock
 from repronet.run.options import UsageError
-from workloads.dht8_plan import lock_workdir
 from workloads.scratch import default_workdir
 base = sys.argv[1]
 try:
-    lock_workdir(base + '/repronet-dht8')
+    workdir_lock(base + '/repronet-dht8')
 except UsageError as e:
     print(e)
 mine = default_workdir('dht8', base)
-lock_workdir(mine)
+workdir_lock(mine)
 print(mine)
 '''
 

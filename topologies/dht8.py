@@ -227,9 +227,8 @@ class Dht8(Experiment):
         return points
 
     def setup(self, ctx):
-        """Hold --workdir for this run; prepare per-run state (file sets are made lazily,
-        per point)."""
-        self.workdir_lock = dht8_plan.lock_workdir(ctx.params.workdir)
+        """Prepare per-run state (file sets are made lazily, per point; the runner holds
+        --workdir's lock from before the network was built)."""
         self.run_dir = ctx.results.path
         ctx.results.update(hosts={h: ctx.host(h).IP()
                                    for h in self.topology(ctx.params).hosts()})

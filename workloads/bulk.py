@@ -27,8 +27,9 @@ It runs only through ``simulate(env, argv)``; as a real process it refuses with 
     (simulation) python -m workloads.bulk client --dst 10.0.0.2 --port 5201 --duration 5
 """
 
-import argparse
 import sys
+
+from nodes.dht.common import UsageParser
 
 CHUNK = bytes(65536)        # one object written again and again: no copy per write
 TICK = 0.001                # seconds between top-ups
@@ -36,8 +37,7 @@ TICK = 0.001                # seconds between top-ups
 
 def build_parser():
     """Return the command-line parser of both modes."""
-    parser = argparse.ArgumentParser(prog='workloads.bulk',
-                                     description=__doc__.split('\n\n')[0])
+    parser = UsageParser('bulk', description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='mode', required=True)
     s = sub.add_parser('server', help='receive one transfer and log its goodput')
     s.add_argument('--port', type=int, required=True)

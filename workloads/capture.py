@@ -27,7 +27,6 @@ attached, ``{"event": "summary", ...}`` on SIGTERM. ``--pcap FILE`` counts a sav
 instead (read with scapy), which is how the tests check the counting.
 """
 
-import argparse
 import collections
 import json
 import signal
@@ -37,6 +36,7 @@ import sys
 import time
 
 from nodes.dht import codec
+from nodes.dht.common import UsageParser
 
 _ETH = struct.Struct('!6s6sH')
 _TCP = struct.Struct('!HHIIBB')
@@ -313,9 +313,14 @@ def live(args):
 
 def offline(args):
     """Count a saved pcap file and print the summary."""
+    from scapy.error import Scapy_Exception
     from scapy.utils import RawPcapReader
     counter = WireCounter(args.port, decode=args.decode == 'dht')
-    for data, meta in RawPcapReader(args.pcap):
+    try:
+        reader = RawPcapReader(args.pcap)
+    except Scapy_Exception as e:        # not a pcap file: a usage error like a missing one
+        raise ValueError('--pcap %s: %s' % (args.pcap, e)) from None
+    for data, meta in reader:
         ts = getattr(meta, 'sec', 0) + getattr(meta, 'usec', 0) / 1e6
         counter.frame(data, ts)
     summary = counter.summary()
@@ -325,8 +330,8 @@ def offline(args):
 
 def main(argv=None):
     """Parse the command line and run a live or offline count."""
-    parser = argparse.ArgumentParser(
-        prog='python -m workloads.capture',
+    parser = UsageParser(
+        'capture',
         description='Count TCP segments, bytes and DHT messages to/from one '
         'server port, live on an interface or from a pcap file.')
     parser.add_argument('--name', default='capture', help='name in the log')

@@ -77,26 +77,6 @@ def check_flags(params, parts):
                          % (','.join(sorted(unknown)), ','.join(parts)))
 
 
-def lock_workdir(workdir):
-    """Hold <workdir>/.lock for this process's life; UsageError if another run holds it.
-
-    Emulated runs never overlap (the machine lock), but simulated ones may: two of them in
-    one --workdir would generate the same file sets and write the same download folders."""
-    import fcntl
-    try:
-        os.makedirs(workdir, exist_ok=True)
-        f = open(os.path.join(workdir, '.lock'), 'a')
-    except OSError as e:
-        raise UsageError('cannot lock --workdir %s: %s' % (workdir, e.strerror)) from None
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        f.close()
-        raise UsageError('another dht8 run is using --workdir %s; give this one another '
-                         '--workdir' % workdir) from None
-    return f
-
-
 def check_resources(params, values):
     """Check that --workdir can be made and that the points (values) fit memory and disk."""
     folder, problem = writable_ancestor(params.workdir, '--workdir')

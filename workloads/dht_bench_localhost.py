@@ -16,7 +16,6 @@ With --clients, each count of clients runs at once behind the `--barrier`/`go` s
 the operations per client, the seed's "Avg. Time per Operation" for concurrent clients.
 """
 
-import argparse
 import json
 import os
 import random
@@ -24,6 +23,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+from nodes.dht.common import UsageParser
 
 SEED_MS = {'register batched': 0.185, 'register batched R=1': 0.210,
            'register unbatched': 1.278, 'search': 0.594, 'download': 31.23}
@@ -234,7 +235,7 @@ def big_file(args, work, servers, peer):
 
 def main(argv=None):
     """Entry point."""
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = UsageParser('dht_bench_localhost', description=__doc__.split('\n')[0])
     p.add_argument('--files', type=int, default=10000)
     p.add_argument('--downloads', type=int, default=1000)
     p.add_argument('--servers', type=int, default=8)
@@ -247,8 +248,20 @@ def main(argv=None):
         args.clients = [int(c) for c in args.clients.split(',') if c.strip()]
     except ValueError:
         p.error('--clients takes counts like 1,2,4,8')
+    p.bounded(args, 'files', 1, 10_000_000)
+    p.bounded(args, 'downloads', 1, 10_000_000)
+    p.bounded(args, 'servers', 1, 1000)
+    p.bounded(args, 'big_mb', 0, 1 << 20)
+    if not all(1 <= c <= 1000 for c in args.clients):
+        p.error('--clients counts must be between 1 and 1000')
+    if args.keep and not os.path.isdir(os.path.dirname(os.path.abspath(args.keep))):
+        p.error('--keep %s: folder %s does not exist' % (
+            args.keep, os.path.dirname(os.path.abspath(args.keep))))
     work = args.keep or tempfile.mkdtemp(prefix='dht-bench-')
-    os.makedirs(work, exist_ok=True)
+    try:
+        os.makedirs(work, exist_ok=True)
+    except OSError as exc:
+        p.error('cannot make --keep %s: %s' % (work, exc.strerror or exc))
     try:
         failed = run(args, work)
     finally:

@@ -22,13 +22,13 @@ through the emulated network like any client (and through a client nobody here w
 Exit status 0, or 1 with one sentence on stderr naming the server and what failed.
 """
 
-import argparse
 import json
 import sys
 import time
 
 import redis
 
+from nodes.dht.common import UsageParser
 from nodes.kv import cluster
 
 INFO_FIELDS = ('total_commands_processed', 'keyspace_hits', 'keyspace_misses',
@@ -136,13 +136,14 @@ def info(ring, timeout, out):
 
 def parse_args(argv):
     """Parse and check the arguments (one sentence on error, exit 2)."""
-    p = argparse.ArgumentParser(prog='kvcluster_admin', description=__doc__.split('\n')[0])
+    p = UsageParser('kvcluster_admin', description=__doc__.split('\n')[0])
     p.add_argument('action', choices=('setup', 'resetstat', 'info'))
     p.add_argument('--cluster', required=True, metavar='SPEC',
                    help='NAME=HOST:PORT,... as given to nodes.kv.server')
     p.add_argument('--vnodes', type=int, required=True, metavar='V')
     p.add_argument('--timeout', type=float, default=10.0, metavar='S')
     args = p.parse_args(argv)
+    p.bounded(args, 'timeout', 0.001, 3600)
     try:
         args.ring = cluster.Ring(cluster.parse_layout(args.cluster), vnodes=args.vnodes)
     except ValueError as e:

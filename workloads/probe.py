@@ -33,7 +33,6 @@ reflector given ``--port 0`` binds ``SIM_SOURCE_PORT``.
     python -m workloads.probe send --dst 10.0.0.2 --port 9000 --count 20000 --interval 0.0002
 """
 
-import argparse
 import errno
 import json
 import select
@@ -41,6 +40,8 @@ import socket
 import struct
 import sys
 import time
+
+from nodes.dht.common import UsageParser
 
 DATA = b'RNP1'
 END = b'RNPE'
@@ -219,7 +220,7 @@ def send(args):
 
 def build_parser():
     """Return the command-line parser of both modes."""
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = UsageParser('probe', description=__doc__.split('\n\n')[0])
     sub = parser.add_subparsers(dest='mode', required=True)
     r = sub.add_parser('reflect', help='echo probes and count one-way arrivals')
     r.add_argument('--port', type=int, required=True, help='UDP port (0: any free port)')
@@ -238,11 +239,14 @@ def build_parser():
 
 def parse(argv):
     """Parse and check argv; bad arguments exit with status 2 and a message."""
-    args = build_parser().parse_args(argv)
-    if args.mode == 'send' and (args.count < 1 or args.interval < 0 or
-                                not 0 <= args.size <= MAX_SIZE):
-        build_parser().error('--count must be >= 1, --interval >= 0 and --size 0..%d'
-                             % MAX_SIZE)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    parser.bounded(args, 'port', 0 if args.mode == 'reflect' else 1, 65535)
+    if args.mode == 'send':
+        if args.count < 1 or args.interval < 0 or not 0 <= args.size <= MAX_SIZE:
+            parser.error('--count must be >= 1, --interval >= 0 and --size 0..%d' % MAX_SIZE)
+        parser.bounded(args, 'stream', 0, 0xFFFFFFFF)      # HEADER's stream field
+        parser.bounded(args, 'drain', 0, 3600)
     return args
 
 

@@ -16,7 +16,6 @@ connection (pipelining) and W downloads run at once. Log: one `op` record per op
 (per message for batched register), then `summary`; exit status 0 only if all succeeded.
 """
 
-import argparse
 import asyncio
 import functools
 import os
@@ -25,10 +24,10 @@ import time
 
 from . import sim_drivers
 from .client_driving import plan, report, setup, totals
-from .common import JsonLog, error, wait_go
+from .common import JsonLog, UsageParser, error, wait_go
 from .connections import Driver
 from .peer import Catalog
-from .ring import DEFAULT_VNODES, parse_addr, parse_servers
+from .ring import DEFAULT_VNODES, MAX_REPLICAS, MAX_VNODES, parse_addr, parse_servers
 
 __all__ = ['main', 'parse_args', 'plan', 'simulate', 'totals']
 
@@ -43,8 +42,8 @@ def parse_args(argv):
 def _parser():
     """The client's parser, built once per process: the simulator starts 10,000 clients in
     one, and building it took longer than parsing (parse_args leaves a parser unchanged)."""
-    p = argparse.ArgumentParser(prog='python -m nodes.dht.client',
-                                description=__doc__.split('\n')[0])
+    p = UsageParser('dht.client', package='nodes',
+                    description=__doc__.split('\n')[0])
     p.add_argument('--name', required=True)
     p.add_argument('--servers', required=True, help='every index server: s1=IP:PORT,...')
     p.add_argument('--replicas', type=int, default=0)
@@ -76,8 +75,10 @@ def _check(p, args):
             parse_addr(args.advertise)
     except ValueError as exc:
         p.error(str(exc))
-    if args.window < 1 or args.timeout <= 0 or args.replicas < 0:
-        p.error('--window >= 1, --timeout > 0 and --replicas >= 0 please')
+    if args.window < 1 or args.timeout <= 0:
+        p.error('--window >= 1 and --timeout > 0 please')
+    p.bounded(args, 'replicas', 0, MAX_REPLICAS)
+    p.bounded(args, 'vnodes', 1, MAX_VNODES)
     if args.op in ('register', 'unregister'):
         if not args.share or not args.advertise:
             p.error('--op %s needs --share DIR and --advertise IP:PORT' % args.op)
@@ -95,7 +96,10 @@ def _check(p, args):
         if args.op == 'download':
             if not args.downloads:
                 p.error('--op download needs --downloads DIR')
-            os.makedirs(args.downloads, exist_ok=True)
+            try:
+                os.makedirs(args.downloads, exist_ok=True)
+            except OSError as exc:
+                p.error('cannot make --downloads %s: %s' % (args.downloads, exc.strerror or exc))
     return args
 
 

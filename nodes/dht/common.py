@@ -6,7 +6,6 @@ the same value the core was given as `now`) and `event`. Human-readable errors g
 stderr. `ready` and `summary` are flushed at once because the runner waits for them.
 """
 
-import argparse
 import asyncio
 import signal
 import socket
@@ -14,7 +13,7 @@ import sys
 import threading
 import time
 
-from repronet import logline
+from repronet import logline, usage
 
 
 class JsonLog:
@@ -108,16 +107,12 @@ def loop_factory(choice):
     return asyncio.new_event_loop, 'asyncio'
 
 
-class UsageParser(argparse.ArgumentParser):
-    """argparse whose errors are one sentence on stderr (``<tool>: ...``) and exit status 2."""
+class UsageParser(usage.UsageParser):
+    """repronet's one-sentence parser (``repronet.usage``: ``<tool>: ...`` on stderr and exit
+    status 2) named for a program of this checkout, with the checks node programs share."""
 
     def __init__(self, tool, package='workloads', **kwargs):
-        super().__init__(prog='python -m %s.%s' % (package, tool), **kwargs)
-        self.tool = tool
-
-    def error(self, message):
-        error('%s: %s.' % (self.tool, message.rstrip('.')))
-        sys.exit(2)
+        super().__init__(prog='python -m %s.%s' % (package, tool), tool=tool, **kwargs)
 
     def bounded(self, args, name, low, high):
         """Fail with one sentence unless low <= args.<name> <= high."""

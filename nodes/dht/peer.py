@@ -30,7 +30,6 @@ the start-up scan: a signal during it stops the scan, prints one line on stderr 
 `summary` with "interrupted": true, and exits 1, as a client stopped before its operations.
 """
 
-import argparse
 import asyncio
 import os
 import signal
@@ -42,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import sim_peer, transfer
 from .catalog import Catalog
-from .common import JsonLog, error, nodelay
+from .common import JsonLog, UsageParser, error, nodelay
 from .listener import ErrorLines, Listener, fd_limits, reset, tcp_bytes_acked
 from .ring import parse_addr
 
@@ -321,8 +320,8 @@ class PeerServer:
 
 def parse_args(argv):
     """Parse the peer command line."""
-    p = argparse.ArgumentParser(prog='python -m nodes.dht.peer',
-                                description=__doc__.split('\n')[0])
+    p = UsageParser('dht.peer', package='nodes',
+                    description=__doc__.split('\n')[0])
     p.add_argument('--name', required=True)
     p.add_argument('--listen', required=True, help='IP:PORT of this peer\'s file server')
     p.add_argument('--share', required=True, help='folder whose files this peer serves')

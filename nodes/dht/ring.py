@@ -17,6 +17,8 @@ import ipaddress
 import re
 
 DEFAULT_VNODES = 100
+MAX_VNODES = 65536          # ring points per server a command line may ask for
+MAX_REPLICAS = 1000         # extra copies a command line may ask for (more servers than a run has)
 MEMO = 65536                # preference lists a ring remembers (Ring.preference)
 
 

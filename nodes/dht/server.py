@@ -27,17 +27,18 @@ SIGTERM or SIGINT: stop listening, close every client connection (Python 3.12's
 `Server.wait_closed` waits for them), log a `summary` record with the counters, exit 0.
 """
 
-import argparse
 import asyncio
 import sys
 import time
 
 from . import codec, sim_drivers
-from .common import JsonLog, error, nodelay, run_main, serve_until_stopped
+from .common import (JsonLog, UsageParser, error, nodelay, run_main,
+                     serve_until_stopped)
 from .index_serving import (MAX_BUFFERED, IndexBook, IndexLink, default_max_connections,
                             ready_fields)
 from .listener import ErrorLines, Listener
-from .ring import DEFAULT_VNODES, Ring, parse_addr, parse_servers
+from .ring import (DEFAULT_VNODES, MAX_REPLICAS, MAX_VNODES, Ring, parse_addr,
+                   parse_servers)
 from .server_core import FRAME_TIMEOUT, IDLE_TIMEOUT, MAX_ENTRIES
 
 __all__ = ['IndexServer', 'MAX_BUFFERED', 'default_max_connections', 'main', 'parse_args',
@@ -158,8 +159,8 @@ class IndexServer(IndexBook):
 
 def parse_args(argv):
     """Parse the server command line."""
-    p = argparse.ArgumentParser(prog='python -m nodes.dht.server',
-                                description=__doc__.split('\n')[0])
+    p = UsageParser('dht.server', package='nodes',
+                    description=__doc__.split('\n')[0])
     p.add_argument('--name', required=True, help='this server\'s name in --servers')
     p.add_argument('--listen', required=True, help='IP:PORT to listen on (port 0: any)')
     p.add_argument('--servers', required=True, help='every index server: s1=IP:PORT,s2=IP:PORT,...')
@@ -176,6 +177,9 @@ def parse_args(argv):
     for flag in ('max_entries', 'max_connections'):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             p.error('--%s must be at least 1' % flag.replace('_', '-'))
+    p.bounded(args, 'replicas', 0, MAX_REPLICAS)
+    p.bounded(args, 'vnodes', 1, MAX_VNODES)
+    p.bounded(args, 'max_frame', 16, 0xFFFFFFFF)    # a frame header; the 32-bit length field
     try:
         args.servers = parse_servers(args.servers)
         args.listen = parse_addr(args.listen)

@@ -50,8 +50,8 @@ if __package__ in (None, ''):       # run as nodes/kv/server.py: make the repo i
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
 
-from nodes.dht.common import (JsonLog, error, loop_factory, nodelay,  # noqa: E402
-                              stop_event_on_signals)
+from nodes.dht.common import (JsonLog, UsageParser, error, loop_factory,  # noqa: E402
+                              nodelay, stop_event_on_signals)
 from nodes.kv import cluster, cluster_commands, durable  # noqa: E402
 from nodes.kv.connection import ClientProtocol  # noqa: E402
 from nodes.kv.core import KVConfig  # noqa: E402
@@ -166,8 +166,8 @@ def _file_arg(p, flag, path):
 
 def parse_args(argv):
     """Parse and check the command line (exit 2 with one sentence on an error)."""
-    p = argparse.ArgumentParser(prog='python -m nodes.kv.server',
-                                description=__doc__.split('\n')[0])
+    p = UsageParser('kv.server', package='nodes',
+                    description=__doc__.split('\n')[0])
     p.add_argument('--host', default=None,
                    help="address to listen on (default 127.0.0.1, or the --cluster member's)")
     p.add_argument('--port', type=_count(0), default=None,

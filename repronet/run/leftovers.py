@@ -1,4 +1,4 @@
-"""The machine-wide lock and the removal of what a crashed run left behind.
+"""The machine-wide lock, a run's --workdir lock, and the removal of what a crashed run left.
 
 Two emulations on one machine would share its CPUs and Mininet's interface
 names, so every run holds ``/run/repronet.lock`` (``fcntl.flock``) from before
@@ -103,6 +103,31 @@ class LockBusy(RuntimeError):
         super().__init__('%s is held by pid %s' % (
             path, ', '.join(map(str, sorted(holders))) or '?'))
         self.holders = holders
+
+
+def workdir_lock(workdir):
+    """Hold <workdir>/.lock for this process's life (the open file it returns); UsageError in
+    one sentence if another run holds it or it cannot be made.
+
+    The runner takes it right after the machine lock, before the results folder and the
+    network: emulated runs already queue on the machine lock, but a simulated run takes
+    none, and two runs in one --workdir would generate the same file sets and write the
+    same scratch folders."""
+    from repronet.usage import UsageError
+    path = os.path.join(workdir, '.lock')
+    try:
+        os.makedirs(workdir, exist_ok=True)
+        f = open(path, 'a')
+    except OSError as e:
+        raise UsageError('cannot lock --workdir %s: %s' % (workdir, e.strerror)) from None
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.close()
+        holders = ', '.join(map(str, sorted(lock_holders(path)))) or '?'
+        raise UsageError('another run (pid %s) is using --workdir %s; give this one another '
+                         '--workdir' % (holders, workdir)) from None
+    return f
 
 
 @contextlib.contextmanager

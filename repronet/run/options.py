@@ -47,6 +47,7 @@ import math
 import sys
 
 from repronet.run import results
+from repronet.usage import UsageError, UsageParser
 
 SCALES = ('smoke', 'default', 'seed')
 SWITCHES = ('lxbr', 'ovs', 'osken')
@@ -63,26 +64,9 @@ SHARED_LIMITS = {'repeat': (1, 1000, 'a whole number'),
 MAX_POINTS = 100000     # a sweep larger than this is a typo, not an experiment
 
 
-class UsageError(ValueError):
-    """A parameter is wrong: one sentence, said before anything is built.
-
-    Raised by an experiment's ``check(params)`` (and by the shared checks);
-    ``Experiment.main`` prints it as ``NAME: sentence`` and exits 2, before the
-    machine lock, the leftover cleanup and the results folder."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors (an unknown flag, a value that is not a number or not among
-    the choices) are a UsageError, one sentence like every other refusal, instead of the
-    whole usage text and then the error; ``--help`` still prints the usage."""
-
-    def error(self, message):
-        raise UsageError('%s; %s --help lists the options' % (message, self.prog))
-
-
 def build_parser(experiment):
     """Return the argument parser: shared flags plus the experiment's own."""
-    parser = _Parser(
+    parser = UsageParser(
         prog='%s.py' % experiment.name,
         description=(experiment.__doc__ or experiment.name).strip(),
         epilog=_scales_text(experiment),

@@ -14,6 +14,13 @@ run killed with SIGKILL still leaves a folder that says it never finished, and
 it is rewritten on every exit path with ``ended_at``, ``status`` (ok | failed |
 interrupted) and the error text.  Every write goes to a temporary file first
 and is renamed over the old one, so a reader never sees half a manifest.
+
+A SIGKILL leaves ``status: running`` for good, so the first manifest also records
+``process``: the writer's PID, its start time (clock ticks since boot, from /proc/PID/stat)
+and the kernel's boot id. ``run_status`` (what every reader shows: the reports, the seeds
+table) says ``running`` only while that very process lives (a reused PID has another start
+time), ``killed (no end recorded)`` when it is gone on this boot, and ``no end recorded``
+for a manifest from another boot, or one written before the record existed.
 """
 
 import datetime
@@ -22,7 +29,12 @@ import os
 import pathlib
 import stat
 
+from repronet.run import pids
+
 STATUSES = ('running', 'ok', 'failed', 'interrupted')
+KILLED = 'killed (no end recorded)'         # run_status: the writer is gone, on this boot
+NO_END = 'no end recorded'                  # run_status: another boot's, or no process record
+BOOT_ID = '/proc/sys/kernel/random/boot_id'
 
 ST_RDONLY = getattr(os, 'ST_RDONLY', 1)    # statvfs's read-only flag (PyPy 3.9 lacks the name)
 
@@ -54,6 +66,34 @@ def read_manifest(run_dir):
     """Return the manifest of a results folder as a dict."""
     with open(pathlib.Path(run_dir) / 'manifest.json') as f:
         return json.load(f)
+
+
+def boot_id():
+    """The kernel's id of this boot, or None where /proc does not say."""
+    try:
+        with open(BOOT_ID) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def process_record(pid=None):
+    """What tells the process pid (default: this one) from any other, also after a reboot."""
+    pid = os.getpid() if pid is None else pid
+    return {'pid': pid, 'start_time': pids.start_time(pid), 'boot_id': boot_id()}
+
+
+def run_status(manifest):
+    """The manifest's status, except that ``running`` is said only while the process that
+    wrote it lives: KILLED when it is gone on this boot, NO_END when it cannot be known."""
+    status = manifest.get('status')
+    if status != 'running':
+        return status
+    record = manifest.get('process')
+    if not isinstance(record, dict) or not isinstance(record.get('pid'), int) \
+            or record.get('start_time') is None or record.get('boot_id') != boot_id():
+        return NO_END
+    return 'running' if pids.start_time(record['pid']) == record['start_time'] else KILLED
 
 
 class Records(list):
@@ -197,7 +237,7 @@ class ResultsFolder:
         self.manifest.update(
             experiment=experiment, params=dict(params), seed=seed,
             argv=list(argv), started_at=utc_now(), ended_at=None,
-            status='running', error=None)
+            status='running', error=None, process=process_record())
         self._write()
 
     def update(self, **fields):

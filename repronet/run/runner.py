@@ -27,7 +27,10 @@ controller's port-statistics period.
 the machine-wide lock ``/run/repronet.lock`` (two emulations on one machine
 would share its CPUs and interface names; a run whose ancestor, e.g.
 ``flock(1)`` or the root-test fixture, which also sets
-``REPRONET_LOCK_HELD=1``, already holds the lock uses that); clean
+``REPRONET_LOCK_HELD=1``, already holds the lock uses that); take the
+experiment's ``--workdir`` lock if it has one (``leftovers.workdir_lock``; a
+simulated run takes only this one: a second run in the same folder is refused in
+one sentence, exit 2, before anything is built); clean
 leftovers of a crashed earlier run (``repronet.run.leftovers``); create the
 results folder and its manifest (status running); probe capabilities, record
 provenance; build and start the network (``repronet.emu.network``); sample CPU
@@ -209,6 +212,9 @@ class Experiment:
             try:
                 if not sim:
                     held.enter_context(leftovers.machine_lock())
+                if getattr(params, 'workdir', None):    # before anything is built
+                    held.enter_context(leftovers.workdir_lock(params.workdir))
+                if not sim:
                     leftovers.clean()
                 status, folder = sim_interpreter.run_in(
                     elsewhere, self, params, argv, guard) if elsewhere \
@@ -217,6 +223,9 @@ class Experiment:
                 print('%s: interrupted (%s) before the run started'
                       % (self.name, e), file=sys.stderr)
                 return 128 + e.signum
+            except options.UsageError as e:     # --workdir is another run's
+                print('%s: %s' % (self.name, e), file=sys.stderr)
+                return 2
             guard.release()             # teardown is over: Ctrl-C acts again
             if folder is None:          # --out could not be made: said why
                 return EXIT_FAILED

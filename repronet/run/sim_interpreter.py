@@ -39,6 +39,7 @@ import types
 
 from repronet.run.options import SIM_INTERPRETERS as CHOICES  # noqa: F401 (one list)
 from repronet.run.options import UsageError
+from repronet.run.results import run_status
 from repronet.run.signals import Interrupted
 
 
@@ -113,7 +114,7 @@ def run_in(executable, experiment, params, argv, guard):
     status = manifest.get('status')
     if status not in ('ok', 'failed', 'interrupted'):
         print('%s: the %s child ended with %s and left the run %s' % (
-            experiment.name, executable, code, status), file=sys.stderr)
+            experiment.name, executable, code, run_status(manifest)), file=sys.stderr)
         status = 'failed'
     experiment.child_run_dir = folder.path
     return status, folder

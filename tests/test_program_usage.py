@@ -1,0 +1,114 @@
+"""Every node program and workload tool with a main answers a wrong command line in one
+sentence on stderr with exit status 2, and starts nothing (repronet.usage.UsageParser);
+``--help`` still prints the full usage. The analysis commands and the benchmark scripts
+answer an unknown flag the same way.
+
+The programs are found by their ``if __name__ == '__main__':`` line, so a new one without
+a wrong value below fails here until it has one. Each wrong value is one the program
+cannot act on (a port out of range, a negative count, a missing or unreadable file); none
+sends anything anywhere (the addresses are 127.0.0.1 and are refused before use).
+"""
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.kv_proc import ROOT
+
+NO_ARGUMENTS = {'nodes.kv.cluster'}     # prints its ring table; takes no command line
+MISSING = '/nonexistent-repronet-test/x'
+
+
+def _wrong_values(tmp):
+    """module -> argv with one wrong value (tmp: a folder that exists; tmp/text: a text file)."""
+    return {
+        'nodes.dht.client': ['--name', 'c', '--servers', 's1=127.0.0.1:1', '--op', 'search',
+                             '--names', tmp + '/text', '--vnodes', '0'],
+        'nodes.dht.peer': ['--name', 'p', '--listen', '127.0.0.1:70000', '--share', tmp],
+        'nodes.dht.server': ['--name', 's1', '--listen', '127.0.0.1:0',
+                             '--servers', 's1=127.0.0.1:1', '--replicas', '-1'],
+        'nodes.kv.server': ['--port', '70000'],
+        'nodes.rudp.recv': ['--port', '0', '--out', MISSING],
+        'nodes.rudp.send': ['--dst', '127.0.0.1', '--port', '1', '--file', MISSING],
+        'nodes.transfer.client': ['get', '--server', '127.0.0.1', '--port', '70000',
+                                  '--name', 'x', '--out', tmp],
+        'nodes.transfer.server': ['--root', MISSING],
+        'workloads.bulk': ['client', '--dst', '127.0.0.1', '--port', '1', '--duration', '-1'],
+        'workloads.capture': ['--port', '1', '--pcap', tmp + '/text'],
+        'workloads.dht_bench_localhost': ['--files', '-1', '--keep', tmp + '/bench'],
+        'workloads.kvcluster_admin': ['info', '--cluster', 'a=127.0.0.1:1', '--vnodes', '4',
+                                      '--timeout', '-1'],
+        'workloads.kvload': ['--port', '70000'],
+        'workloads.kvmix': ['--servers', '127.0.0.1:1', '--clients', '-1'],
+        'workloads.probe': ['send', '--dst', '127.0.0.1', '--port', '70000'],
+    }
+
+
+def _has_main(path):
+    with open(path, encoding='utf-8') as f:
+        return "if __name__ == '__main__':" in f.read()
+
+
+def _modules(*patterns):
+    """Modules (``python -m`` names) of the files matching patterns that run as programs."""
+    found = []
+    for pattern in patterns:
+        for path in sorted(glob.glob(os.path.join(ROOT, pattern), recursive=True)):
+            module = os.path.relpath(path, ROOT)[:-3].replace(os.sep, '.')
+            module = module[:-len('.__main__')] if module.endswith('.__main__') else module
+            if _has_main(path) and module not in NO_ARGUMENTS:
+                found.append(module)
+    return found
+
+
+PROGRAMS = _modules('nodes/**/*.py', 'workloads/*.py')
+# the other programs a user runs: the analysis commands (-m) and the benchmark scripts
+OTHERS = ['-m ' + m for m in _modules('analysis/*.py')] + [
+    os.path.relpath(path, ROOT) for path in sorted(glob.glob(os.path.join(ROOT, 'benchmarks',
+                                                                          '*.py')))
+    if _has_main(path)]
+
+
+def _run(module, argv):
+    """Run a program (a module, '-m MODULE' or a script's path) with argv."""
+    if module.endswith('.py'):
+        head = [module]
+    else:
+        head = ['-m', module.split()[-1]]
+    return subprocess.run([sys.executable] + head + argv, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def _one_sentence(proc):
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert proc.stdout == ''
+    assert proc.stderr.count('\n') == 1 and proc.stderr.endswith('\n'), proc.stderr
+    assert 'usage:' not in proc.stderr and 'Traceback' not in proc.stderr, proc.stderr
+
+
+def test_every_program_has_a_wrong_value_here():
+    assert PROGRAMS and sorted(_wrong_values('/tmp')) == PROGRAMS
+
+
+@pytest.mark.parametrize('module', PROGRAMS + OTHERS)
+def test_an_unknown_flag_is_one_sentence(module):
+    proc = _run(module, ['--no-such-flag'])
+    _one_sentence(proc)
+
+
+@pytest.mark.parametrize('module', PROGRAMS)
+def test_a_wrong_value_is_one_sentence(module, tmp_path):
+    (tmp_path / 'text').write_text('not a pcap file, one name\n')
+    proc = _run(module, _wrong_values(str(tmp_path))[module])
+    _one_sentence(proc)
+    assert not (tmp_path / 'bench').exists()     # nothing started, nothing written
+
+
+@pytest.mark.parametrize('module', PROGRAMS + OTHERS)
+def test_help_is_still_the_full_usage(module):
+    proc = _run(module, ['--help'])
+    assert proc.returncode == 0 and proc.stdout.startswith('usage: '), proc.stderr
+    assert '--help' in proc.stdout
