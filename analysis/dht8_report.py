@@ -15,6 +15,7 @@ from analysis import inputs, machine
 from analysis.tables import cell as _f, nan
 from analysis.dht8_logs import cpu_bar
 from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
+from analysis.dht8_tables import seed_figures
 from analysis.stats import verdicts_line
 from repronet.emu.linkcpus import ranges
 
@@ -22,20 +23,6 @@ from repronet.emu.linkcpus import ranges
 def _pct(fraction):
     """Return a fraction as a percentage without needless digits (0.65 -> '65 %')."""
     return '%g %%' % round(100 * fraction, 6)
-
-
-def target_notes(r):
-    """Return what stands beside a target's verdict: failures, missing clients, CPU-bound."""
-    notes = []
-    failed = getattr(r, 'failed', None)
-    if not nan(failed) and failed:
-        notes.append('%d failed operation%s' % (failed, '' if failed == 1 else 's'))
-    missing = getattr(r, 'missing_clients', None)
-    if not nan(missing) and missing:
-        notes.append('%d client summar%s missing' % (missing, 'y' if missing == 1 else 'ies'))
-    if str(getattr(r, 'cpu_bound', None)) == 'True':
-        notes.append('CPU-bound')
-    return notes
 
 
 def _verdicts(pts, busy):
@@ -163,13 +150,17 @@ def _targets(tg, params):
              'this run is `%s`. A target is met only when no operation failed.'
              % params.get('scale'), '',
              '| target | seed | measured | ratio | met |', '| --- | --- | --- | --- | --- |']
-    for r in tg.itertuples():
-        verdict = 'not run' if nan(r.met) else 'yes' if r.met else '**no**'
-        notes = target_notes(r)
+    for r, (seed, ratio) in zip(tg.itertuples(), seed_figures(tg)):
+        verdict = {'met': 'yes', 'not met': '**no**'}.get(r.verdict, 'not run')
         lines.append('| %s | %s | %s | %s | %s%s |' % (
-            r.target, _f(r.seed, '%.4g'), _f(r.measured, '%.4g'), _f(r.ratio, '%.2fx'),
-            verdict, ' (%s)' % ', '.join(notes) if notes else ''))
+            r.target, _f(seed, '%.4g'), _f(_number(r.measured), '%.4g'), _f(ratio, '%.2fx'),
+            verdict, ' (%s)' % r.notes if r.notes else ''))
     return lines + ['']
+
+
+def _number(value):
+    """A table cell as a float, None when empty."""
+    return None if value == '' or nan(value) else float(value)
 
 
 def _part1(p1):

@@ -17,6 +17,8 @@ import sys
 
 import pytest
 
+from tests.test_targets import assert_one_format
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -121,3 +123,7 @@ def test_simulation_only_refusals_name_the_reason(tmp_path, flags, words):
                           timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
     assert proc.stderr.strip().count('\n') == 0
+
+
+def test_its_targets_are_in_the_one_format(runs):
+    assert_one_format(runs[0])

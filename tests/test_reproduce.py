@@ -171,13 +171,6 @@ def test_sigkill_of_the_command_still_stops_the_experiment(tmp_path):
     assert _wait_child_ended(root)['status'] == 'interrupted'
 
 
-def test_verdicts_of_both_target_formats():
-    assert seeds.verdict({'verdict': 'not met', 'met': ''}) == 'not met'
-    assert seeds.verdict({'met': 'True'}) == 'met'
-    assert seeds.verdict({'met': 'False'}) == 'not met'
-    assert seeds.verdict({'met': ''}) == 'reported'
-
-
 def test_report_of_a_folder_whose_experiment_never_wrote_one(tmp_path):
     (tmp_path / 'manifest.json').write_text(json.dumps({
         'experiment': 'seeds', 'params': {'scale': 'smoke', 'backend': 'sim'},
@@ -193,7 +186,7 @@ def test_report_of_a_folder_whose_experiment_never_wrote_one(tmp_path):
     assert 'No report.md in `dht8/`: no results folder (exit 2).' in text
     assert 'indicative' in text
     assert (tmp_path / 'tables' / 'targets.csv').read_text().startswith(
-        'seed,experiment,target,measured,goal,verdict\n')
+        'seed,experiment,target,measured,goal,verdict,notes\n')
 
 
 def test_the_table_follows_the_exit_status_and_a_killed_command(tmp_path):
