@@ -16,7 +16,7 @@ from analysis.tables import cell as _f, nan
 from analysis.dht8_logs import cpu_bar
 from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
 from analysis.dht8_tables import seed_figures
-from analysis.stats import verdicts_line
+from analysis.stats import run_cpu_line, verdicts_line
 from repronet.emu.linkcpus import ranges
 
 
@@ -34,7 +34,6 @@ def _verdicts(pts, busy):
 def report(manifest, data):
     """Return report.md text."""
     params = manifest['params']
-    cpu = inputs.as_dict(manifest.get('cpu'))
     busy, over = cpu_bar(manifest)
     links = inputs.as_dict(manifest.get('mechanisms')).get('links')
     mechanisms = ', '.join(sorted({str(inputs.as_dict(r).get('mechanism')) for r in (
@@ -48,7 +47,7 @@ def report(manifest, data):
                       params.get('switch'), mechanisms),
              '', '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                      if manifest.get('error') else ''),
-             ] + _run_lines(manifest, data, params, cpu, busy, over)
+             ] + _run_lines(manifest, data, params, busy, over)
     pts = data.get('points', pd.DataFrame())
     if len(pts):
         hot = pts[pts['cpu_bound'].map(lambda v: str(v) == 'True')]
@@ -76,7 +75,7 @@ def report(manifest, data):
     return '\n'.join(lines)
 
 
-def _run_lines(manifest, data, params, cpu, busy, over):
+def _run_lines(manifest, data, params, busy, over):
     """The machine, CPU and lateness lines of an emulated run; a simulated run's say that its
     times are the model's and which machine ran the simulator."""
     if inputs.simulated(manifest):
@@ -85,15 +84,12 @@ def _run_lines(manifest, data, params, cpu, busy, over):
             'computed by the simulator\'s network model and CPU charges (`--sim-cost`, '
             'recorded in the manifest), not measured on a network; the machine that ran '
             'the simulator: %s' % machine.describe(manifest),
-            '- CPU: no monitor; the simulated hosts\' CPUs are the model\'s, and the load '
-            'of the machine running the simulator does not enter the times; the capture part '
-            'does not run in simulation']
+            run_cpu_line(manifest), '- the capture part does not run in simulation']
     return ['- %s' % _machine(manifest),
-            '- CPU over the run: mean busy %s, saturated: %s (a sample is over the bar when '
-            'the machine is more than %s busy, less than %s idle; a run or a point is '
-            'CPU-bound when more than %s of its samples are over)' % (
-                _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), _pct(busy),
-                _pct(1 - busy), _pct(over)),
+            run_cpu_line(manifest, ' (a sample is over the bar when the machine is more than '
+                         '%s busy, less than %s idle; a run or a point is CPU-bound when '
+                         'more than %s of its samples are over)' % (
+                             _pct(busy), _pct(1 - busy), _pct(over))),
             '- %s' % _lateness(data.get('linkdelay', pd.DataFrame()), params)]
 
 

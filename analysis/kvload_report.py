@@ -14,7 +14,7 @@ from analysis import inputs, machine, targets as shared
 from analysis.tables import cell as _f, nan
 from analysis.kvload_seed import (OP_NAMES, OPS, SEED_MACHINE, SEED_REQUESTS, SEED_SOURCE,
                                   aggregate_ops_per_s)
-from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
+from analysis.stats import cpu_bar, run_cpu_line, verdicts_line, with_cpu_mark
 
 P50_GOAL = 1.5          # one sequential client: our p50 within 1.5x of Redis's
 BENCH_GOAL = 0.5        # redis-benchmark -c 50 unpipelined: at least half of Redis's rate
@@ -178,7 +178,6 @@ def _p50(rows, server):
 def report(manifest, data, drawn):
     """Return report.md text."""
     params = manifest['params']
-    cpu = inputs.as_dict(manifest.get('cpu'))
     busy, over = cpu_bar(manifest)
     resp = data['response']
     lines = ['# Key-value store under load (kvload), next to seed 001', '',
@@ -196,9 +195,8 @@ def report(manifest, data, drawn):
              '- machine: %s' % machine.describe(manifest),
              '- our server\'s event loop: %s' % (', '.join(
                  str(x) for x in manifest.get('kv_server_loops') or []) or 'not recorded'),
-             '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
-             'when more than %g %% of its samples are over %g %% busy' % (
-                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
+             run_cpu_line(manifest, '; a point is marked CPU-bound when more than %g %% of '
+                          'its samples are over %g %% busy' % (100 * over, 100 * busy))]
     lines += verdicts_line(data['cpu']['cpu_verdict'] if 'cpu' in data else [], (busy, over))
     if len(resp):
         failed = int(data['clients']['failed'].sum())

@@ -8,7 +8,7 @@ figures and says, for each, whether this run's data supports it.
 import pathlib
 
 from analysis import figures, inputs, kvload_report, machine, targets as shared
-from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
+from analysis.stats import cpu_bar, run_cpu_line, verdicts_line, with_cpu_mark
 from analysis.tables import cell, nan
 
 IMBALANCE_TARGET = 1.1
@@ -272,9 +272,7 @@ def report(manifest, data, drawn):
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                  if manifest.get('error') else ''),
              '- machine: %s' % machine.describe(manifest),
-             '- CPU over the run: mean busy %s, saturated: %s' % (
-                 cell((manifest.get('cpu') or {}).get('mean'), '%.2f'),
-                 (manifest.get('cpu') or {}).get('saturated'))] + verdicts_line(
+             run_cpu_line(manifest)] + verdicts_line(
         data['points']['cpu_verdict'], cpu_bar(manifest)) + [
              '',
              'Servers: "Pi 3" class %s cores, "Pi 1" class %s cores (%s); links %s Mbit/s; '

@@ -24,8 +24,9 @@ import pandas as pd
 from analysis import figures, kvload_report, machine, targets as shared
 from analysis.inputs import Inputs, as_dict, incomplete, read_manifest
 from analysis.kvload_report import _table, figures_and_inputs
-from analysis.stats import PointJudge, cpu_bar, pooled_cpu, verdicts_line, with_cpu_mark
-from analysis.tables import cell as _f, write_tables
+from analysis.stats import (PointJudge, cpu_bar, pooled_cpu, run_cpu_line, verdicts_line,
+                            with_cpu_mark)
+from analysis.tables import write_tables
 
 SEED_SOURCE = 'seeds/004_5e4f43026e4f1d5b.txt'
 SEED_BYTES = 190e6
@@ -251,12 +252,11 @@ def report(manifest, data, drawn):
              '- status: %s%s' % (manifest.get('status'), ' (%s)' % manifest['error']
                                  if manifest.get('error') else ''),
              '- machine: %s' % machine.describe(manifest),
-             '- CPU over the run: mean busy %s, saturated: %s; CPU-bound points (the machine, '
-             'not the link, may have limited them): %s' % (
-                 _f(as_dict(manifest.get('cpu')).get('mean'), '%.2f'),
-                 as_dict(manifest.get('cpu')).get('saturated'), ', '.join(
-                     '%d (%s)' % (r.point, r.mode) for r in df[df['cpu_bound'] == True]  # noqa: E712
-                     .itertuples()) or 'none')] + verdicts_line(
+             run_cpu_line(manifest, '; CPU-bound points (the machine, not the link, may have '
+                          'limited them): %s' % (', '.join(
+                              '%d (%s)' % (r.point, r.mode) for r in df[
+                                  df['cpu_bound'] == True].itertuples())  # noqa: E712
+                              or 'none'))] + verdicts_line(
         df['cpu_verdict'], cpu_bar(manifest)) + [
              '- transfers: %d whole and checked, %d failed' % (
                  int(df['ok'].sum()) if len(df) else 0,

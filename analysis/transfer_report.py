@@ -11,7 +11,7 @@ import pandas as pd
 
 from analysis import inputs, kvload_report, machine, targets as shared, transfer_seed
 from analysis.kvload_report import _table, figures_and_inputs
-from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
+from analysis.stats import cpu_bar, run_cpu_line, verdicts_line, with_cpu_mark
 from analysis.tables import cell as _f, nan
 
 IPERF_GOAL = 0.9        # files >= 10 MB at 1000-byte packets: R_x / iperf3 goodput
@@ -205,7 +205,6 @@ def _size(nbytes):
 def report(manifest, data, drawn):
     """Return report.md text."""
     params = manifest['params']
-    cpu = inputs.as_dict(manifest.get('cpu'))
     busy, over = cpu_bar(manifest)
     pts, conns = data['points'], data['transfers']
     lines = ['# TCP file transfer (transfer), next to seed 002', '',
@@ -228,11 +227,8 @@ def report(manifest, data, drawn):
              '- transfers: %d whole and checked, %d failed' % (
                  int(conns['ok'].sum()) if len(conns) else 0,
                  int((~conns['ok'].astype(bool)).sum()) if len(conns) else 0),
-             '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
-             'when more than %g %% of its samples are over %g %% busy' % (
-                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)
-             if not inputs.simulated(manifest) else
-             '- CPU over the run: no monitor (a simulation; --sim-cost models the CPU)']
+             run_cpu_line(manifest, '; a point is marked CPU-bound when more than %g %% of '
+                          'its samples are over %g %% busy' % (100 * over, 100 * busy))]
     lines += verdicts_line(pts['cpu_verdict'] if 'cpu_verdict' in pts else [], (busy, over))
     if inputs.simulated(manifest):
         lines.append('- backend: simulation (`repronet.sim`, virtual time): iperf3, the capture '

@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from tests.sim_runs import REPO, digests as _digests, points_of_ok_run, run_sim, two_runs
+from tests.sim_runs import (REPO, assert_no_cpu_monitor, digests as _digests, points_of_ok_run,
+                            run_sim, two_runs)
 from tests.test_targets import assert_one_format
 from tests.test_kv_sim import Sim
 
@@ -76,3 +77,7 @@ def test_the_admin_setup_for_redis_is_refused_in_the_simulator(tmp_path):
 
 def test_its_targets_are_in_the_one_format(runs):
     assert_one_format(runs[0])
+
+
+def test_the_report_says_the_simulation_had_no_cpu_monitor(runs):
+    assert_no_cpu_monitor(runs[0])
