@@ -71,10 +71,11 @@ class UsageError(ValueError):
     machine lock, the leftover cleanup and the results folder."""
 
 
-class _Parser(argparse.ArgumentParser):
+class OneSentenceParser(argparse.ArgumentParser):
     """argparse whose errors (an unknown flag, a value that is not a number or not among
     the choices) are a UsageError, one sentence like every other refusal, instead of the
-    whole usage text and then the error; ``--help`` still prints the usage."""
+    whole usage text and then the error; ``--help`` still prints the usage. The topology
+    scripts' parser and ``repronet reproduce``'s (``repronet.run.reproduce``) are this."""
 
     def error(self, message):
         raise UsageError('%s; %s --help lists the options' % (message, self.prog))
@@ -82,7 +83,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(experiment):
     """Return the argument parser: shared flags plus the experiment's own."""
-    parser = _Parser(
+    parser = OneSentenceParser(
         prog='%s.py' % experiment.name,
         description=(experiment.__doc__ or experiment.name).strip(),
         epilog=_scales_text(experiment),

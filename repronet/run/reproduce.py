@@ -17,6 +17,7 @@ interrupted, and no further experiment starts.  If this process is SIGKILLed, th
 experiment gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``) and cleans up as on Ctrl-C.
 """
 
+import argparse
 import ctypes
 import os
 import pathlib
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from repronet.run import provenance, results, sweep
+from repronet.run import options, provenance, results, sweep
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PYTHON = '/usr/bin/python3'     # the scripts import Mininet, which only Debian's python sees
@@ -60,14 +61,41 @@ anything is built. Ctrl-C or SIGTERM stops the running experiment (it cleans up)
 other. Exit status: 0 all ok, 1 one failed, 2 wrong arguments, 130/143 interrupted."""
 PR_SET_PDEATHSIG = 1
 OWN_FLAGS = ('--scale', '--backend', '--only', '--out', '--seed', '--dry-run', '--help', '-h')
+UsageError = options.UsageError     # a wrong argument: one sentence, before anything runs
 
 
-class UsageError(ValueError):
-    """A wrong argument: one sentence, before anything runs."""
+def _parser():
+    """reproduce's own flags on the scripts' one-sentence parser (repronet.run.options):
+    argparse refuses unknown flags, missing values and values off the choices; --help
+    prints USAGE and HELP. No abbreviations: --sc is not --scale."""
+    parser = options.OneSentenceParser(
+        prog='repronet reproduce', usage=USAGE[len('usage: '):], description=HELP.strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+        add_help=False)
+    parser.add_argument('-h', '--help', action='help', help=argparse.SUPPRESS)
+    for flag, choices, default in (('--scale', SCALES, 'default'), ('--backend', BACKENDS, 'emu'),
+                                   ('--only', None, None), ('--out', None, None),
+                                   ('--seed', None, None)):
+        parser.add_argument(flag, choices=choices, default=default, help=argparse.SUPPRESS)
+    parser.add_argument('--dry-run', action='store_true', help=argparse.SUPPRESS)
+    return parser
+
+
+def _only(value, names):
+    """The experiments --only names, in the seeds' order; UsageError unless each is one
+    of names, once."""
+    picked = [n.strip() for n in value.split(',')]
+    if [n for n in picked if n not in names] or len(set(picked)) != len(picked):
+        raise UsageError('--only takes experiments from %s, each once, not %r' % (
+            ', '.join(names), value))
+    return [n for n in names if n in picked]
 
 
 def parse(argv):
-    """Return the options as a dict; UsageError for anything wrong."""
+    """Return the options as a dict; UsageError for anything wrong.
+
+    Flags after ``--`` go to every experiment, unread, except reproduce's own (it sets
+    them itself); each of reproduce's flags may be given once."""
     argv = list(argv)
     extra = argv[argv.index('--') + 1:] if '--' in argv else []
     argv = argv[:argv.index('--')] if '--' in argv else argv
@@ -75,39 +103,16 @@ def parse(argv):
         if flag.split('=')[0] in OWN_FLAGS:
             raise UsageError('%s is reproduce\'s own flag: give it before --, not after '
                              '(flags after -- go to every experiment)' % flag.split('=')[0])
-    opts = {'scale': 'default', 'backend': 'emu', 'only': [name for _, name, _ in SEEDS],
-            'out': None, 'seed': None, 'dry_run': False, 'extra': extra}
+    given = [a.split('=')[0] for a in argv if a.split('=')[0] in OWN_FLAGS]
+    twice = sorted({f for f in given if given.count(f) > 1}, key=given.index)
+    if twice:
+        raise UsageError('%s is given twice' % twice[0])
+    opts = vars(_parser().parse_args(argv))
     names = [name for _, name, _ in SEEDS]
-    given, i = set(), 0
-    while i < len(argv):
-        flag = argv[i]
-        if flag in given:
-            raise UsageError('%s is given twice' % flag)
-        given.add(flag)
-        if flag == '--dry-run':
-            opts['dry_run'] = True
-            i += 1
-            continue
-        if flag not in OWN_FLAGS:
-            raise UsageError('unknown argument %r (%s)' % (flag, USAGE[7:]))
-        if i + 1 >= len(argv) or argv[i + 1].startswith('--'):
-            raise UsageError('%s needs a value' % flag)
-        value = argv[i + 1]
-        i += 2
-        if flag == '--scale' and value not in SCALES:
-            raise UsageError('--scale must be one of %s, not %r' % (', '.join(SCALES), value))
-        if flag == '--backend' and value not in BACKENDS:
-            raise UsageError('--backend must be emu or sim, not %r' % value)
-        if flag == '--seed' and not re.fullmatch(r'[0-9]{1,18}', value):
-            raise UsageError('--seed must be a whole number, not %r' % value)
-        if flag == '--only':
-            picked = [n.strip() for n in value.split(',')]
-            wrong = [n for n in picked if n not in names]
-            if wrong or len(set(picked)) != len(picked):
-                raise UsageError('--only takes experiments from %s, each once, not %r' % (
-                    ', '.join(names), value))
-            value = [n for n in names if n in picked]
-        opts[flag[2:]] = value
+    opts.update(only=names if opts['only'] is None else _only(opts['only'], names),
+                extra=extra)
+    if opts['seed'] is not None and not re.fullmatch(r'[0-9]{1,18}', opts['seed']):
+        raise UsageError('--seed must be a whole number, not %r' % opts['seed'])
     if opts['out'] is None:
         opts['out'] = results.default_out('seeds')
     problem = results.out_problem(opts['out'])
@@ -203,9 +208,6 @@ class Runner:
 
 def main(argv):
     """Command line entry point; return the exit status."""
-    if argv in (['-h'], ['--help']):
-        print(USAGE + '\n' + HELP)
-        return 0
     try:
         opts = parse(argv)
         root = pathlib.Path(opts['out'])
