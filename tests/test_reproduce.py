@@ -86,6 +86,25 @@ def test_help_anywhere_prints_the_usage_and_help_and_exits_0(args):
     assert done.stdout == reproduce.USAGE + '\n' + reproduce.HELP + '\n'
 
 
+def test_the_estimate_is_read_from_the_plan_the_dry_run_writes(tmp_path):
+    """The runner's --dry-run writes its plan as JSON where REPRONET_DRY_RUN_PLAN says (a
+    contract: reproduce reads it, not the text, which stays as it was)."""
+    plan, out = tmp_path / 'plan.json', tmp_path / 'r'
+    done = subprocess.run(
+        reproduce.command('rudp', {'scale': 'smoke', 'backend': 'sim', 'seed': None,
+                                   'extra': []}, out, dry_run=True),
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(REPO), REPRONET_DRY_RUN_PLAN=str(plan)))
+    assert done.returncode == 0, done.stderr
+    said = json.loads(plan.read_text())
+    assert said['out'] == str(out) and said['unestimated'] == 0 and said['disk']
+    assert '%d points, estimated %s; results in %s' % (
+        said['points'], reproduce.clock(said['estimated_s']), out) in done.stdout
+    assert reproduce.estimate('rudp', {'scale': 'smoke', 'backend': 'sim', 'seed': None,
+                                       'extra': []}, out) == round(said['estimated_s'])
+    assert not out.exists()
+
+
 def test_eta_adds_what_the_finished_took_beyond_their_estimates():
     # the first emulated smoke run of all five (d249cd8): estimates and what each took
     plan = [{'name': n, 'estimated_s': e} for n, e in (

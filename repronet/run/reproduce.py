@@ -8,8 +8,9 @@ manifest and the combined report (``analysis.seeds``), which reads only the fold
 
 Before anything is built, every experiment is asked for ``--dry-run`` with the very flags it
 will get: a wrong flag stops the whole command with the experiment's own one-sentence error,
-and the dry runs' estimates give the ETA, corrected as experiments finish by how much longer the
-finished ones took than their estimates (``left``).
+and the dry runs' estimates (read from the plan the runner writes as JSON to the file
+``REPRONET_DRY_RUN_PLAN`` names, not from its text) give the ETA, corrected as experiments
+finish by how much longer the finished ones took than their estimates (``left``).
 
 Signals: each experiment runs in its own session, so a terminal's Ctrl-C reaches this
 process only, which passes it on once; the experiment tears down and records itself as
@@ -19,15 +20,17 @@ experiment gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``) and cleans up as 
 
 import argparse
 import ctypes
+import json
 import os
 import pathlib
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
-from repronet.run import options, provenance, results, sweep
+from repronet.run import options, provenance, results, runner, sweep
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PYTHON = '/usr/bin/python3'     # the scripts import Mininet, which only Debian's python sees
@@ -134,16 +137,23 @@ def command(name, opts, out, dry_run=False):
 
 
 def estimate(name, opts, out):
-    """Return the experiment's estimated seconds from its --dry-run (None when it prints
-    none); UsageError with its own sentence when it refuses the flags."""
-    proc = subprocess.run(command(name, opts, out, dry_run=True), capture_output=True,
-                          text=True, timeout=300)
-    if proc.returncode != 0:
-        said = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-        raise UsageError('%s refused the flags: %s' % (
-            name, said[-1] if said else 'exit status %d' % proc.returncode))
-    found = re.search(r'estimated (\d+):(\d\d):(\d\d)', proc.stdout)
-    return found and int(found[1]) * 3600 + int(found[2]) * 60 + int(found[3])
+    """Return the experiment's estimated seconds from its --dry-run's plan (the JSON the
+    runner writes where PLAN_ENV says; None when it wrote none); UsageError with its own
+    sentence when it refuses the flags."""
+    with tempfile.TemporaryDirectory(prefix='repronet-plan-') as tmp:
+        plan = pathlib.Path(tmp) / 'plan.json'
+        proc = subprocess.run(command(name, opts, out, dry_run=True), capture_output=True,
+                              text=True, timeout=300,
+                              env=dict(os.environ, **{runner.PLAN_ENV: str(plan)}))
+        if proc.returncode != 0:
+            said = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+            raise UsageError('%s refused the flags: %s' % (
+                name, said[-1] if said else 'exit status %d' % proc.returncode))
+        try:
+            seconds = json.loads(plan.read_text(encoding='utf-8'))['estimated_s']
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    return int(round(seconds)) if isinstance(seconds, (int, float)) else None
 
 
 def clock(seconds):
