@@ -34,12 +34,11 @@ import pathlib
 
 import pandas as pd
 
-from analysis import dht8_figures, dht8_logs, dht8_report, inputs
+from analysis import dht8_figures, dht8_logs, dht8_report, inputs, targets
 from analysis.dht8_logs import node_names, variant  # noqa: F401  (the experiment's names)
-from analysis.dht8_report import target_notes
 from analysis.dht8_seed import SEED_PART1, SEED_PART2, SEED_SOURCE  # noqa: F401
 from analysis.dht8_tables import (part1_table, part2_table, part3_table, ping_table,
-                                  targets_table)
+                                  seed_figures, targets_table)
 from analysis.tables import write_tables
 
 FLOAT = '%.6g'
@@ -111,17 +110,14 @@ def build(run_dir):
 
 def targets_text(run_dir):
     """Return the target summary printed at the end of a run."""
-    path = pathlib.Path(run_dir) / 'tables' / 'targets.csv'
-    df = pd.read_csv(path)
+    params = inputs.as_dict(inputs.read_manifest(run_dir).get('params'))
+    df = targets.read(run_dir)
     lines = ['dht8 targets (seed: %s; they apply at --scale seed, this run: %s)'
-             % (SEED_SOURCE, df['scale'].iloc[0] if len(df) else '?')]
-    for r in df.itertuples():
-        measured = 'n/a' if pd.isna(r.measured) else '%.4g' % r.measured
-        ratio = 'n/a' if pd.isna(r.ratio) else '%.2fx' % r.ratio
-        verdict = 'not run' if pd.isna(r.met) else 'MET' if r.met else 'not met'
-        notes = target_notes(r)
+             % (SEED_SOURCE, params.get('scale') or '?')]
+    for r, (seed, ratio) in zip(df.itertuples(), seed_figures(df)):
+        measured = 'n/a' if r.measured == '' else '%.4g' % float(r.measured)
+        ratio = 'n/a' if ratio is None or pd.isna(ratio) else '%.2fx' % ratio
+        verdict = {'met': 'MET', 'not met': 'not met'}.get(r.verdict, 'not run')
         lines.append('  %-62s seed %-8.4g measured %-9s ratio %-7s %s%s' % (
-            r.target, r.seed, measured, ratio, verdict, ' (%s)' % ', '.join(notes)
-            if notes else ''))
+            r.target, seed, measured, ratio, verdict, ' (%s)' % r.notes if r.notes else ''))
     return '\n'.join(lines)
-

@@ -15,27 +15,14 @@ from analysis import inputs, machine
 from analysis.tables import cell as _f, nan
 from analysis.dht8_logs import cpu_bar
 from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
-from analysis.stats import verdicts_line
+from analysis.dht8_tables import seed_figures
+from analysis.stats import run_cpu_line, verdicts_line
 from repronet.emu.linkcpus import ranges
 
 
 def _pct(fraction):
     """Return a fraction as a percentage without needless digits (0.65 -> '65 %')."""
     return '%g %%' % round(100 * fraction, 6)
-
-
-def target_notes(r):
-    """Return what stands beside a target's verdict: failures, missing clients, CPU-bound."""
-    notes = []
-    failed = getattr(r, 'failed', None)
-    if not nan(failed) and failed:
-        notes.append('%d failed operation%s' % (failed, '' if failed == 1 else 's'))
-    missing = getattr(r, 'missing_clients', None)
-    if not nan(missing) and missing:
-        notes.append('%d client summar%s missing' % (missing, 'y' if missing == 1 else 'ies'))
-    if str(getattr(r, 'cpu_bound', None)) == 'True':
-        notes.append('CPU-bound')
-    return notes
 
 
 def _verdicts(pts, busy):
@@ -47,7 +34,6 @@ def _verdicts(pts, busy):
 def report(manifest, data):
     """Return report.md text."""
     params = manifest['params']
-    cpu = inputs.as_dict(manifest.get('cpu'))
     busy, over = cpu_bar(manifest)
     links = inputs.as_dict(manifest.get('mechanisms')).get('links')
     mechanisms = ', '.join(sorted({str(inputs.as_dict(r).get('mechanism')) for r in (
@@ -60,7 +46,7 @@ def report(manifest, data):
                       params.get('window'), params.get('bw'), params.get('delay'),
                       params.get('switch'), mechanisms),
              '', '- status: %s' % inputs.status(manifest),
-             ] + _run_lines(manifest, data, params, cpu, busy, over)
+             ] + _run_lines(manifest, data, params, busy, over)
     pts = data.get('points', pd.DataFrame())
     if len(pts):
         hot = pts[pts['cpu_bound'].map(lambda v: str(v) == 'True')]
@@ -88,7 +74,7 @@ def report(manifest, data):
     return '\n'.join(lines)
 
 
-def _run_lines(manifest, data, params, cpu, busy, over):
+def _run_lines(manifest, data, params, busy, over):
     """The machine, CPU and lateness lines of an emulated run; a simulated run's say that its
     times are the model's and which machine ran the simulator."""
     if inputs.simulated(manifest):
@@ -97,15 +83,12 @@ def _run_lines(manifest, data, params, cpu, busy, over):
             'computed by the simulator\'s network model and CPU charges (`--sim-cost`, '
             'recorded in the manifest), not measured on a network; the machine that ran '
             'the simulator: %s' % machine.describe(manifest),
-            '- CPU: no monitor; the simulated hosts\' CPUs are the model\'s, and the load '
-            'of the machine running the simulator does not enter the times; the capture part '
-            'does not run in simulation']
+            run_cpu_line(manifest), '- the capture part does not run in simulation']
     return ['- %s' % _machine(manifest),
-            '- CPU over the run: mean busy %s, saturated: %s (a sample is over the bar when '
-            'the machine is more than %s busy, less than %s idle; a run or a point is '
-            'CPU-bound when more than %s of its samples are over)' % (
-                _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), _pct(busy),
-                _pct(1 - busy), _pct(over)),
+            run_cpu_line(manifest, ' (a sample is over the bar when the machine is more than '
+                         '%s busy, less than %s idle; a run or a point is CPU-bound when '
+                         'more than %s of its samples are over)' % (
+                             _pct(busy), _pct(1 - busy), _pct(over))),
             '- %s' % _lateness(data.get('linkdelay', pd.DataFrame()), params)]
 
 
@@ -162,13 +145,17 @@ def _targets(tg, params):
              'this run is `%s`. A target is met only when no operation failed.'
              % params.get('scale'), '',
              '| target | seed | measured | ratio | met |', '| --- | --- | --- | --- | --- |']
-    for r in tg.itertuples():
-        verdict = 'not run' if nan(r.met) else 'yes' if r.met else '**no**'
-        notes = target_notes(r)
+    for r, (seed, ratio) in zip(tg.itertuples(), seed_figures(tg)):
+        verdict = {'met': 'yes', 'not met': '**no**'}.get(r.verdict, 'not run')
         lines.append('| %s | %s | %s | %s | %s%s |' % (
-            r.target, _f(r.seed, '%.4g'), _f(r.measured, '%.4g'), _f(r.ratio, '%.2fx'),
-            verdict, ' (%s)' % ', '.join(notes) if notes else ''))
+            r.target, _f(seed, '%.4g'), _f(_number(r.measured), '%.4g'), _f(ratio, '%.2fx'),
+            verdict, ' (%s)' % r.notes if r.notes else ''))
     return lines + ['']
+
+
+def _number(value):
+    """A table cell as a float, None when empty."""
+    return None if value == '' or nan(value) else float(value)
 
 
 def _part1(p1):

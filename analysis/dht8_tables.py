@@ -9,6 +9,7 @@ or went missing. Rows have a fixed order, so the same logs give the same tables.
 
 import pandas as pd
 
+from analysis import targets
 from analysis.dht8_seed import GOODPUT_TARGET, SEED_PART1, SEED_PART2, SEED_PING, TARGETS
 
 
@@ -114,42 +115,66 @@ def ping_table(points):
     return pd.DataFrame(rows)
 
 
+def _notes(failed, missing, bound):
+    """What stands beside a target's verdict: failures, missing clients, CPU-bound."""
+    notes = []
+    if not pd.isna(failed) and failed:
+        notes.append('%d failed operation%s' % (failed, '' if failed == 1 else 's'))
+    if not pd.isna(missing) and missing:
+        notes.append('%d client summar%s missing' % (missing, 'y' if missing == 1 else 'ies'))
+    if str(bound) == 'True':
+        notes.append('CPU-bound')
+    return ', '.join(notes)
+
+
 def _verdict(beats, row):
-    """Return met: the figure beats the seed with no failed or missing operation."""
+    """The verdict: met when the figure beats the seed with no failed or missing operation,
+    'no data' without a figure."""
     if beats is None:
-        return None
-    return bool(beats and not row['failed'] and not row['missing_clients'])
+        return 'no data'
+    return 'met' if beats and not row['failed'] and not row['missing_clients'] else 'not met'
 
 
 def targets_table(params, part1, part2):
-    """Return the seed targets with measured values, ratios, failures and the CPU verdict."""
-    scale = params.get('scale')
+    """Return the seed targets (analysis.targets' table): measured figure, the seed's as the
+    goal, failures and the CPU-bound note beside the verdict. The rows of TARGETS come
+    first, in its order, then the large-file goodput row: :func:`seed_figures` relies on it."""
     rows = []
     for name, seed_ms in TARGETS:
-        row = {'target': '%s, ms per op, 1 peer' % name, 'seed': seed_ms, 'measured': None,
-               'ratio': None, 'met': None, 'rule': 'measured < seed, none failed',
-               'failed': None, 'missing_clients': None, 'cpu_bound': None, 'scale': scale}
+        row = dict(target='%s, ms per op, 1 peer' % name, measured=None,
+                   goal='< %g (seed), none failed' % seed_ms, verdict='no data')
         sel = part1[(part1['variant'] == name) & (part1['concurrent_clients'] == 1)] \
             if len(part1) else part1
         if len(sel):
             r = sel.iloc[0]
             m = r['time_per_op_ms']
-            row.update(measured=m, ratio=seed_ms / m if m else None, failed=r['failed'],
-                       missing_clients=r['missing_clients'], cpu_bound=r['cpu_bound'],
-                       met=_verdict(None if pd.isna(m) else m < seed_ms, r))
+            row.update(measured=m, verdict=_verdict(None if pd.isna(m) else m < seed_ms, r),
+                       notes=_notes(r['failed'], r['missing_clients'], r['cpu_bound']))
         rows.append(row)
     if len(part2):
         solo = part2[part2['concurrent_clients'] == 1]
         big = solo if len(solo) else part2
         r = big.sort_values('file_size_bytes').iloc[-1]
         f = r['fraction_of_link']
-        rows.append({'target': 'large-file goodput (set %s, %d peer(s)), fraction of '
-                     '%g Mbit/s' % (r['set'], r['concurrent_clients'], r['link_mbps']),
-                     'seed': GOODPUT_TARGET, 'measured': f,
-                     'ratio': f / GOODPUT_TARGET if f is not None else None,
-                     'met': _verdict(None if f is None or pd.isna(f)
-                                     else f >= GOODPUT_TARGET, r),
-                     'rule': 'measured >= seed, none failed', 'failed': r['failed'],
-                     'missing_clients': r['missing_clients'], 'cpu_bound': r['cpu_bound'],
-                     'scale': scale})
-    return pd.DataFrame(rows)
+        rows.append(dict(
+            target='large-file goodput (set %s, %d peer(s)), fraction of %g Mbit/s'
+            % (r['set'], r['concurrent_clients'], r['link_mbps']), measured=f,
+            goal='>= %g (seed), none failed' % GOODPUT_TARGET,
+            verdict=_verdict(None if f is None or pd.isna(f) else f >= GOODPUT_TARGET, r),
+            notes=_notes(r['failed'], r['missing_clients'], r['cpu_bound'])))
+    return targets.frame(rows)
+
+
+def seed_figures(table):
+    """[(seed figure, ratio)] of each row of a targets table of :func:`targets_table`:
+    ms per op (ratio seed / ours), then the goodput fraction (ratio ours / seed)."""
+    seeds = [seed for _, seed in TARGETS] + [GOODPUT_TARGET]
+    out = []
+    for i, m in enumerate(table['measured']):
+        m = None if m == '' or pd.isna(m) else float(m)
+        seed = seeds[i] if i < len(seeds) else None
+        if m is None or seed is None:
+            out.append((seed, None))
+        else:
+            out.append((seed, (seed / m if m else None) if i < len(TARGETS) else m / seed))
+    return out

@@ -12,8 +12,9 @@ Reads only ``manifest.json`` and ``logs/`` of a run of ``topologies/fidelity.py`
 - ``tables/goodput.csv``: TCP and UDP goodput per configured rate and delay, with the ratio,
   and the median RTT of probes sent during the TCP transfer (configured delay + queueing);
 - ``tables/cpu.csv``: per point: seconds, CPU seconds of the linkdelay daemons, machine busy;
-- ``tables/targets.csv`` and ``report.md``: each target of issue 3 with the measured ratio
-  and PASS/MISS; figures ``rtt``, ``loss``, ``goodput`` (configured vs measured),
+- ``tables/targets.csv`` (``analysis.targets``' columns) and ``report.md``: each target of
+  issue 3 with the measured figure and ratio, PASS/MISS in the report; figures ``rtt``,
+  ``loss``, ``goodput`` (configured vs measured),
   ``rtt_ratio``, ``tcp_ratio`` (measured / configured per setting), ``cpu``.
 
 A run of the simulation backend (``--backend sim``) gives the same tables: TCP goodput then
@@ -35,7 +36,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis import figures, inputs, machine
+from analysis import figures, inputs, machine, targets as shared
 from analysis.inputs import simulated
 from analysis.tables import write_tables
 from repronet.run.results import read_jsonl, read_manifest, read_points
@@ -203,7 +204,7 @@ def _with_baseline(rtt):
 
 
 def targets(t):
-    """One row per target: what, measured (worst case), PASS/MISS."""
+    """One row per target (analysis.targets' table): the worst case measured, met or not."""
     rows = []
     rtt = t['rtt']
     delay = rtt[rtt['kind'] == 'delay'] if len(rtt) else rtt
@@ -212,43 +213,47 @@ def targets(t):
         err = r['median_rtt_ms'] - r['configured_rtt_ms']
         ratio = ('ratio %.4f, ' % (r['median_rtt_ms'] / r['configured_rtt_ms'])
                  if r['configured_rtt_ms'] else '')
-        rows.append({'target': 'median RTT within 3%% + 0.2 ms of %g ms (%s)'
-                     % (r['configured_rtt_ms'], r['shape']),
-                     'measured': '%.3f ms (%serror %+.3f ms, allowed %.3f)'
-                     % (r['median_rtt_ms'], ratio, err, tol), 'pass': abs(err) <= tol})
+        rows.append(shared.row(
+            'median RTT within 3%% + 0.2 ms of %g ms (%s)' % (r['configured_rtt_ms'], r['shape']),
+            r['median_rtt_ms'], '%g +- %.3f ms' % (r['configured_rtt_ms'], tol),
+            shared.met_word(bool(abs(err) <= tol)),
+            '%serror %+.3f ms, allowed %.3f' % (ratio, err, tol)))
     for _, r in t['loss'].iterrows():
-        rows.append({'target': 'one-way loss %g%% inside 99%% binomial interval (%s, n=%d)'
-                     % (r['configured_loss_pct'], r['shape'], r['sent']),
-                     'measured': '%.4f%% (ratio %.3f; lost %d, interval %d..%d%s)'
-                     % (r['measured_loss_pct'], r['measured_loss_pct'] /
-                        r['configured_loss_pct'], r['lost'], r['lost_lo99'], r['lost_hi99'],
-                        '; %d failed sends not counted' % r['send_failed']
-                        if r['send_failed'] else ''),
-                     'pass': bool(r['inside_99'])})
+        rows.append(shared.row(
+            'one-way loss %g%% inside 99%% binomial interval (%s, n=%d)'
+            % (r['configured_loss_pct'], r['shape'], r['sent']),
+            r['measured_loss_pct'], '%d..%d lost' % (r['lost_lo99'], r['lost_hi99']),
+            shared.met_word(bool(r['inside_99'])),
+            'ratio %.3f; lost %d%s' % (
+                r['measured_loss_pct'] / r['configured_loss_pct'], r['lost'],
+                '; %d failed sends not counted' % r['send_failed'] if r['send_failed'] else '')))
     need = {(10.0, 10.0): 0.9, (100.0, 10.0): 0.9, (500.0, 1.0): 0.8}
     gp = t['goodput']
     for _, r in (gp[gp['proto'] == 'tcp'].iterrows() if len(gp) else []):
         floor = need.get((r['bw'], r['delay_ms']))
         if floor is None:
             continue
-        rows.append({'target': 'TCP goodput >= %d%% of %g Mbit/s with %g ms one way (%s)'
-                     % (floor * 100, r['bw'], r['delay_ms'], r['shape']),
-                     'measured': '%.1f Mbit/s (ratio %.3f)' % (r['goodput_mbps'], r['ratio']),
-                     'pass': r['ratio'] >= floor})
+        rows.append(shared.row(
+            'TCP goodput >= %d%% of %g Mbit/s with %g ms one way (%s)'
+            % (floor * 100, r['bw'], r['delay_ms'], r['shape']),
+            r['goodput_mbps'], '>= %g Mbit/s' % (floor * r['bw']),
+            shared.met_word(bool(r['ratio'] >= floor)), 'ratio %.3f' % r['ratio']))
     plain = rtt[rtt['kind'] == 'delay'] if len(rtt) else rtt
     if len(plain):
         reordered = int(plain['reordered_oneway'].fillna(0).sum() +
                         plain['reordered_echoes'].sum())
-        rows.append({'target': 'no reordering without jitter (%d delay points)' % len(plain),
-                     'measured': '%d reordered packets' % reordered, 'pass': reordered == 0})
+        rows.append(shared.row(
+            'no reordering without jitter (%d delay points)' % len(plain), reordered, '0',
+            shared.met_word(reordered == 0)))
     jit = rtt[rtt['kind'] == 'jitter'] if len(rtt) else rtt
     for _, r in jit.iterrows():
         ratio = r['std_rtt_ms'] / r['configured_rtt_std_ms']
-        rows.append({'target': 'RTT std within 20%% of configured %.3f ms (%s)'
-                     % (r['configured_rtt_std_ms'], r['shape']),
-                     'measured': '%.3f ms (ratio %.3f)' % (r['std_rtt_ms'], ratio),
-                     'pass': abs(ratio - 1) <= 0.2})
-    return pd.DataFrame(rows, columns=['target', 'measured', 'pass'])
+        rows.append(shared.row(
+            'RTT std within 20%% of configured %.3f ms (%s)'
+            % (r['configured_rtt_std_ms'], r['shape']),
+            r['std_rtt_ms'], '%.3f +- 20 %% ms' % r['configured_rtt_std_ms'],
+            shared.met_word(bool(abs(ratio - 1) <= 0.2)), 'ratio %.3f' % ratio))
+    return shared.frame(rows)
 
 
 def draw(t, figures_dir):
@@ -320,7 +325,7 @@ def build(run_dir):
     drawn = draw(t, run_dir / 'figures')
     links = manifest.get('mechanisms', {}).get('links', [])
     mechanisms = sorted({r.get('mechanism') for r in links if isinstance(r, dict)})
-    passed = int(goal['pass'].sum()) if len(goal) else 0
+    passed = int((goal['verdict'] == 'met').sum())
     gp = t['goodput']
     cpu = t['cpu']
     sim = simulated(manifest)
@@ -332,8 +337,8 @@ def build(run_dir):
             'Backend: simulation (repronet.sim): the link model in virtual time, TCP '
             'goodput from workloads.bulk.\n\n' if sim else '',
             '## Targets: %d of %d PASS\n\n' % (passed, len(goal)),
-            _markdown(goal.assign(**{'pass': goal['pass'].map(
-                {True: 'PASS', False: 'MISS'})})) if len(goal) else '(none)\n',
+            _markdown(goal.assign(verdict=goal['verdict'].map(
+                {'met': 'PASS', 'not met': 'MISS'}))) if len(goal) else '(none)\n',
             '\n## Round-trip time (UDP probe, application clock)\n\n',
             'baseline_rtt_ms is the median of the 0 ms point of the same shape (the switches\' '
             'and probe\'s own RTT); error_net_ms is the error left after subtracting it.\n\n',

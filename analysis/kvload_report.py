@@ -10,15 +10,14 @@ import pathlib
 
 import pandas as pd
 
-from analysis import inputs, machine
+from analysis import inputs, machine, targets as shared
 from analysis.tables import cell as _f, nan
 from analysis.kvload_seed import (OP_NAMES, OPS, SEED_MACHINE, SEED_REQUESTS, SEED_SOURCE,
                                   aggregate_ops_per_s)
-from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
+from analysis.stats import cpu_bar, run_cpu_line, verdicts_line, with_cpu_mark
 
 P50_GOAL = 1.5          # one sequential client: our p50 within 1.5x of Redis's
 BENCH_GOAL = 0.5        # redis-benchmark -c 50 unpipelined: at least half of Redis's rate
-TARGET_COLUMNS = ['target', 'measured', 'goal', 'verdict', 'notes']
 
 
 def _row(response, server, clients, op, layout='local'):
@@ -26,20 +25,6 @@ def _row(response, server, clients, op, layout='local'):
     m = response[(response['server'] == server) & (response['clients'] == clients) &
                  (response['op'] == op) & (response['layout'] == layout)]
     return m.iloc[0] if len(m) else None
-
-
-def _verdict(value, ok, failed, bound):
-    """Return (verdict, notes) for a measured ratio."""
-    notes = []
-    if failed:
-        notes.append('%d failed operations' % failed)
-    if bound:
-        notes.append('CPU-bound')
-    if nan(value):
-        return 'no data', '; '.join(notes)
-    if failed:
-        return 'not met: operations failed', '; '.join(notes)
-    return ('met' if ok else 'not met'), '; '.join(notes)
 
 
 def targets(data):
@@ -52,7 +37,8 @@ def targets(data):
             redis is not None and redis['p50_ms'] else None
         failed = sum(int(r['failed']) for r in (ours, redis) if r is not None)
         bound = any(bool(r['cpu_bound']) for r in (ours, redis) if r is not None)
-        verdict, notes = _verdict(value, value is not None and value <= P50_GOAL, failed, bound)
+        verdict, notes = shared.judge(value, value is not None and value <= P50_GOAL, failed,
+                                      bound)
         rows.append({'target': 'one sequential client, %s: p50 ours / Redis' % op,
                      'measured': value, 'goal': '<= %g' % P50_GOAL, 'verdict': verdict,
                      'notes': notes})
@@ -63,7 +49,7 @@ def targets(data):
             bound = bool(len(bench) and bench[(bench['bench'] == b) & (
                 bench['kind'] == 'bench')]['cpu_bound'].map(lambda v: v is True).any())
             if b == 'c50':
-                verdict, notes = _verdict(value, not nan(value) and value >= BENCH_GOAL, 0,
+                verdict, notes = shared.judge(value, not nan(value) and value >= BENCH_GOAL, 0,
                                           bound)
                 goal = '>= %g' % BENCH_GOAL
             else:
@@ -90,21 +76,12 @@ def targets(data):
                 n, 'ours' if server == 'ours' else 'Redis'), 'measured': value, 'goal': '-',
                 'verdict': 'reported' if not nan(value) else 'no data',
                 'notes': '; '.join(notes)})
-    return pd.DataFrame(rows, columns=TARGET_COLUMNS)
+    return shared.frame(rows)
 
 
-def targets_text(run_dir, experiment='kvload', widths=(62, 10, 6)):
-    """Return the targets of a built run (tables/targets.csv) as lines for the terminal;
-    every experiment with a targets table prints it this way."""
-    df = pd.read_csv(pathlib.Path(run_dir) / 'tables' / 'targets.csv', keep_default_na=False)
-    lines = ['%s targets (ratios measured in this run):' % experiment]
-    for r in df.itertuples():
-        lines.append('  %-*s %*s  goal %-*s %s%s' % (
-            widths[0], r.target, widths[1],
-            _f(r.measured if r.measured != '' else None, '%.3f')
-            if not isinstance(r.measured, str) else r.measured, widths[2], r.goal, r.verdict,
-            ' (%s)' % r.notes if r.notes else ''))
-    return '\n'.join(lines)
+def targets_text(run_dir):
+    """The targets of a built run as lines for the terminal."""
+    return shared.text(run_dir, 'kvload')
 
 
 def _table(df, columns, fmt='%.4f'):
@@ -201,7 +178,6 @@ def _p50(rows, server):
 def report(manifest, data, drawn):
     """Return report.md text."""
     params = manifest['params']
-    cpu = inputs.as_dict(manifest.get('cpu'))
     busy, over = cpu_bar(manifest)
     resp = data['response']
     lines = ['# Key-value store under load (kvload), next to seed 001', '',
@@ -218,9 +194,8 @@ def report(manifest, data, drawn):
              '- machine: %s' % machine.describe(manifest),
              '- our server\'s event loop: %s' % (', '.join(
                  str(x) for x in manifest.get('kv_server_loops') or []) or 'not recorded'),
-             '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
-             'when more than %g %% of its samples are over %g %% busy' % (
-                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)]
+             run_cpu_line(manifest, '; a point is marked CPU-bound when more than %g %% of '
+                          'its samples are over %g %% busy' % (100 * over, 100 * busy))]
     lines += verdicts_line(data['cpu']['cpu_verdict'] if 'cpu' in data else [], (busy, over))
     if len(resp):
         failed = int(data['clients']['failed'].sum())
@@ -230,7 +205,7 @@ def report(manifest, data, drawn):
             lines.append('- CPU-bound load points (the machine, not the store, limited them): '
                          '%s' % ', '.join(sorted({'%s %s %d clients' % (
                              r.server, r.layout, r.clients) for r in hot.itertuples()})))
-    lines += ['', '## Targets', ''] + _table(data['targets'], TARGET_COLUMNS)
+    lines += ['', '## Targets', ''] + _table(data['targets'], shared.COLUMNS)
     lines += ['', '## Time per request beside the seed (local layout)', '',
               'ms per request = a client\'s total time for its requests of one operation / '
               'its requests, averaged over clients and repetitions (the seed\'s "Avg" row '

@@ -7,10 +7,8 @@ figures and says, for each, whether this run's data supports it.
 
 import pathlib
 
-import pandas as pd
-
-from analysis import figures, inputs, kvload_report, machine
-from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
+from analysis import figures, inputs, kvload_report, machine, targets as shared
+from analysis.stats import cpu_bar, run_cpu_line, verdicts_line, with_cpu_mark
 from analysis.tables import cell, nan
 
 IMBALANCE_TARGET = 1.1
@@ -32,10 +30,11 @@ def hit_rate_target(cache):
             continue
         failed = int(g['failed'].sum())
         met = lfu >= lru >= fifo and not failed
-        rows.append({'target': 'hit rate LFU >= LRU >= FIFO, cache %d' % size,
-                     'measured': 'LFU %.3f, LRU %.3f, FIFO %.3f (gaps %+.3f, %+.3f)%s' % (
-                         lfu, lru, fifo, lfu - lru, lru - fifo, _failed_note(g)),
-                     'met': met})
+        rows.append(shared.row(
+            'hit rate LFU >= LRU >= FIFO, cache %d' % size, min(lfu - lru, lru - fifo),
+            '>= 0 (the smaller gap)', shared.met_word(bool(met)),
+            'LFU %.3f, LRU %.3f, FIFO %.3f (gaps %+.3f, %+.3f)%s' % (
+                lfu, lru, fifo, lfu - lru, lru - fifo, _failed_note(g))))
     return rows
 
 
@@ -52,14 +51,14 @@ def imbalance_target(points, vnodes):
             continue
         worst = g['keys_imbalance'].max()
         want = v == vnodes and largest >= 10
-        rows.append({
-            'target': ('key imbalance (max/mean) <= %.1f with %d virtual nodes at %d servers'
-                       % (IMBALANCE_TARGET, v, largest)) if want else
-                      ('key imbalance with %d virtual node(s) at %d servers (reported)' % (
-                          v, largest)),
-            'measured': 'worst %.3f over %d points%s' % (worst, len(g), _failed_note(g)),
-            'met': (bool(worst <= IMBALANCE_TARGET) and not int(g['failed'].sum()))
-            if want else None})
+        rows.append(shared.row(
+            ('key imbalance (max/mean) <= %.1f with %d virtual nodes at %d servers'
+             % (IMBALANCE_TARGET, v, largest)) if want else
+            ('key imbalance with %d virtual node(s) at %d servers (reported)' % (v, largest)),
+            worst, '<= %.1f' % IMBALANCE_TARGET if want else '-',
+            shared.met_word(bool(worst <= IMBALANCE_TARGET) and not int(g['failed'].sum()))
+            if want else 'reported',
+            'worst %.3f over %d points%s' % (worst, len(g), _failed_note(g))))
     return rows
 
 
@@ -87,37 +86,41 @@ def throughput_target(throughput):
         # machine's CPUs were saturated, at that server count or the one before (or never);
         # CPUs saturated at some other count do not explain the stop
         met = bool(not stops or first_stop in bound or before in bound)
-        rows.append({
-            'target': ('throughput grows with servers until the CPUs saturate '
-                       '(%s, %s, %d clients)' if clients == most else
-                       'throughput against servers (%s, %s, %d clients; reported: '
-                       'fewer clients than the largest count)') % (server, klass, clients),
-            'measured': '%s; growth stops at %s; CPU-bound at %s' % (
-                text, first_stop or 'never', ','.join(map(str, bound)) or 'none'),
-            'met': met if clients == most else None})
+        rates = [r for r in g['ops_per_s'] if not nan(r)]
+        rows.append(shared.row(
+            ('throughput grows with servers until the CPUs saturate '
+             '(%s, %s, %d clients)' if clients == most else
+             'throughput against servers (%s, %s, %d clients; reported: '
+             'fewer clients than the largest count)') % (server, klass, clients),
+            rates[-1] / rates[0] if len(rates) > 1 and rates[0] else None,
+            'grows until the CPUs saturate (measured: most servers / fewest)'
+            if clients == most else '-',
+            shared.met_word(met) if clients == most else 'reported',
+            '%s; growth stops at %s; CPU-bound at %s' % (
+                text, first_stop or 'never', ','.join(map(str, bound)) or 'none')))
     return rows
 
 
 def targets(data):
-    """The issue's targets, measured: a DataFrame (target, measured, met)."""
+    """The issue's targets, measured: the one targets table (analysis.targets); the
+    figures behind each measured number are in its notes."""
     points = data['points']
     vnodes = int(points['vnodes'].max()) if len(points) else 0
     rows = (hit_rate_target(data['cache']) + imbalance_target(points, vnodes)
             + throughput_target(data['throughput']))
     failed = int(points['failed'].sum()) if len(points) else 0
-    rows.append({'target': 'no operation or step failed', 'measured': '%d failed' % failed,
-                 'met': failed == 0})
-    return pd.DataFrame(rows, columns=['target', 'measured', 'met'])
+    rows.append(shared.row('no operation or step failed', failed, '0',
+                           shared.met_word(failed == 0), '%d failed' % failed))
+    return shared.frame(rows)
 
 
 def targets_text(run_dir):
     """The targets of a finished run as printable lines."""
-    path = pathlib.Path(run_dir) / 'tables' / 'targets.csv'
-    df = pd.read_csv(path)
     lines = ['kvscale targets (%s):' % run_dir]
-    for _, r in df.iterrows():
-        verdict = {True: 'MET', False: 'NOT MET'}.get(r['met'], 'reported')
-        lines.append('  [%s] %s: %s' % (verdict, r['target'], r['measured']))
+    for r in shared.read(run_dir).itertuples():
+        verdict = {'met': 'MET', 'not met': 'NOT MET'}.get(r.verdict, r.verdict)
+        lines.append('  [%s] %s: %s' % (verdict, r.target, r.notes or cell(
+            None if r.measured == '' else float(r.measured))))
     return '\n'.join(lines)
 
 
@@ -268,9 +271,7 @@ def report(manifest, data, drawn):
     lines = ['# kvscale: a partitioned KV store over 1 to 10 servers (seed 003)', '',
              '- status: %s' % inputs.status(manifest),
              '- machine: %s' % machine.describe(manifest),
-             '- CPU over the run: mean busy %s, saturated: %s' % (
-                 cell((manifest.get('cpu') or {}).get('mean'), '%.2f'),
-                 (manifest.get('cpu') or {}).get('saturated'))] + verdicts_line(
+             run_cpu_line(manifest)] + verdicts_line(
         data['points']['cpu_verdict'], cpu_bar(manifest)) + [
              '',
              'Servers: "Pi 3" class %s cores, "Pi 1" class %s cores (%s); links %s Mbit/s; '
@@ -282,7 +283,7 @@ def report(manifest, data, drawn):
              'Redis runs as a Redis Cluster whose slots follow the same ring as ours, so both '
              'partition keys identically. Points marked CPU-bound had the machine\'s CPUs '
              'saturated during the mix: their times measure the machine, not the store.', '',
-             '## Targets', '', _table(data['targets'], ['target', 'measured', 'met']),
+             '## Targets', '', _table(data['targets'], shared.COLUMNS),
              '## The seed\'s statements against this run', '']
     said = claims(data)
     for text, key in SEED_CLAIMS:

@@ -21,11 +21,12 @@ import re
 
 import pandas as pd
 
-from analysis import figures, inputs, kvload_report, machine
+from analysis import figures, inputs, kvload_report, machine, targets as shared
 from analysis.inputs import Inputs, as_dict, incomplete, read_manifest
-from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
-from analysis.stats import PointJudge, cpu_bar, pooled_cpu, verdicts_line, with_cpu_mark
-from analysis.tables import cell as _f, write_tables
+from analysis.kvload_report import _table, figures_and_inputs
+from analysis.stats import (PointJudge, cpu_bar, pooled_cpu, run_cpu_line, verdicts_line,
+                            with_cpu_mark)
+from analysis.tables import write_tables
 
 SEED_SOURCE = 'seeds/004_5e4f43026e4f1d5b.txt'
 SEED_BYTES = 190e6
@@ -177,7 +178,7 @@ def targets(data):
             ('windowed goodput / TCP goodput, 5 ms, no loss', clean, 'over_tcp',
              lambda v: v >= 0.9)):
         value = None if row is None else row[col]
-        verdict, notes = _verdict(value, value is not None and ok(value),
+        verdict, notes = shared.judge(value, value is not None and ok(value),
                                   0 if row is None else row['failed'],
                                   row is not None and str(row['cpu_bound']) == 'True')
         rows.append({'target': name, 'measured': value, 'goal': {
@@ -192,7 +193,7 @@ def targets(data):
                                    flat is not None and flat >= 0.7, '>= 0.7 (seed 0.90)')):
         failed = int(seed['failed'].sum()) if len(seed) else 0
         bound = bool(len(seed)) and (seed['cpu_bound'] == True).any()  # noqa: E712
-        verdict, notes = _verdict(value, ok, failed, bool(bound))
+        verdict, notes = shared.judge(value, ok, failed, bool(bound))
         rows.append({'target': name, 'measured': value, 'goal': goal, 'verdict': verdict,
                      'notes': notes})
     df = data['transfers']
@@ -200,12 +201,12 @@ def targets(data):
     rows.append({'target': 'every transfer whole, its SHA-256 checked', 'measured': float(ok),
                  'goal': '%d of %d' % (len(df), len(df)),
                  'verdict': 'met' if len(df) and ok == len(df) else 'not met', 'notes': ''})
-    return pd.DataFrame(rows, columns=TARGET_COLUMNS)
+    return shared.frame(rows)
 
 
 def targets_text(run_dir):
     """The targets of a built run as lines for the terminal."""
-    return kvload_report.targets_text(run_dir, 'rudp', (52, 8, 20))
+    return shared.text(run_dir, 'rudp', (52, 8, 20))
 
 
 def draw(run_dir, data):
@@ -250,17 +251,16 @@ def report(manifest, data, drawn):
                  kvload_report.network_text(manifest)), '',
              '- status: %s' % inputs.status(manifest),
              '- machine: %s' % machine.describe(manifest),
-             '- CPU over the run: mean busy %s, saturated: %s; CPU-bound points (the machine, '
-             'not the link, may have limited them): %s' % (
-                 _f(as_dict(manifest.get('cpu')).get('mean'), '%.2f'),
-                 as_dict(manifest.get('cpu')).get('saturated'), ', '.join(
-                     '%d (%s)' % (r.point, r.mode) for r in df[df['cpu_bound'] == True]  # noqa: E712
-                     .itertuples()) or 'none')] + verdicts_line(
+             run_cpu_line(manifest, '; CPU-bound points (the machine, not the link, may have '
+                          'limited them): %s' % (', '.join(
+                              '%d (%s)' % (r.point, r.mode) for r in df[
+                                  df['cpu_bound'] == True].itertuples())  # noqa: E712
+                              or 'none'))] + verdicts_line(
         df['cpu_verdict'], cpu_bar(manifest)) + [
              '- transfers: %d whole and checked, %d failed' % (
                  int(df['ok'].sum()) if len(df) else 0,
                  int((~df['ok'].astype(bool)).sum()) if len(df) else 0),
-             '', '## Targets', ''] + _table(data['targets'], TARGET_COLUMNS, '%.3f')
+             '', '## Targets', ''] + _table(data['targets'], shared.COLUMNS, '%.3f')
     lines += ['', '## The seed\'s table beside ours', '',
               'Ours: seconds for this run\'s file and scaled to the seed\'s 190 MB (x 190 MB '
               '/ size; start-up makes small files look slower per byte).', '']

@@ -6,9 +6,10 @@ exit status and times). This reads only those, like every analysis, and writes:
 
 - ``tables/runs.csv``: one row per experiment (seed, status, exit, seconds against the
   estimate, points done);
-- ``tables/targets.csv``: every experiment's ``tables/targets.csv`` stacked, with one
-  ``verdict`` column (met / not met / no data / reported), since the experiments write the
-  verdict in two ways (a ``verdict`` word, or ``met`` True/False/empty);
+- ``tables/targets.csv``: every experiment's ``tables/targets.csv`` stacked (the one format
+  of ``analysis.targets``: target, measured, goal, verdict, notes) behind its seed and name;
+  an experiment folder written before that format says so and is left out until
+  ``repronet analyse ROOT/NAME`` rebuilds it;
 - ``report.md``: the machine and revision once, a table of the experiments with their
   targets counted, then per seed its report's opening lines (status, machine, CPU-bound
   points) and its targets table as the experiment's own report prints them.
@@ -23,39 +24,23 @@ import pathlib
 
 import pandas as pd
 
-from analysis import inputs, machine
+from analysis import inputs, machine, targets as shared
 from analysis.tables import write_tables
 from repronet.run import sweep
 
-VERDICTS = ('met', 'not met', 'no data', 'reported')
-
-
-def verdict(row):
-    """Return one of VERDICTS for a targets.csv row (a dict)."""
-    word = row.get('verdict')
-    if isinstance(word, str) and word.strip():
-        return word.strip()
-    met = row.get('met')
-    if met is True or str(met).strip().lower() == 'true':
-        return 'met'
-    if met is False or str(met).strip().lower() == 'false':
-        return 'not met'
-    return 'reported'
+VERDICTS = shared.VERDICTS
 
 
 def read_targets(run_dir):
-    """Return the experiment's targets as a list of dicts ([] when it wrote none)."""
-    path = pathlib.Path(run_dir) / 'tables' / 'targets.csv'
+    """Return the experiment's targets as a list of dicts ([] when it wrote none), or None
+    when its targets.csv is in a format older than analysis.targets'."""
     try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, ValueError):
+        df = shared.read(run_dir, dtype=str)
+    except FileNotFoundError:
         return []
-    rows = []
-    for row in df.to_dict('records'):
-        rows.append({'target': row.get('target', ''), 'measured': row.get('measured', ''),
-                     'goal': row.get('goal') or row.get('rule') or row.get('seed') or '',
-                     'verdict': verdict(row)})
-    return rows
+    except (OSError, ValueError):
+        return None if (pathlib.Path(run_dir) / 'tables' / 'targets.csv').exists() else []
+    return [{c: row[c] for c in shared.COLUMNS} for row in df.to_dict('records')]
 
 
 def sections(report_text):
@@ -134,13 +119,13 @@ def build(run_dir):
                      'points': _whole((child or {}).get('points')),
                      'points_ok': _whole((child or {}).get('points_ok')), 'cpu': _cpu(child)})
         targets += [dict(seed=run.get('seed'), experiment=run.get('name'), **row)
-                    for row in rows]
+                    for row in rows or []]
     write_tables(root, {
         'runs': pd.DataFrame(runs, columns=['seed', 'experiment', 'status', 'exit', 'seconds',
                                             'estimated_s', 'points', 'points_ok', 'cpu']).astype(
             {'exit': 'Int64', 'estimated_s': 'Int64', 'points': 'Int64', 'points_ok': 'Int64'}),
-        'targets': pd.DataFrame(targets, columns=['seed', 'experiment', 'target', 'measured',
-                                                  'goal', 'verdict'])}, '%.1f')
+        'targets': pd.DataFrame(targets, columns=['seed', 'experiment'] + shared.COLUMNS)},
+        '%.1f')
     (root / 'report.md').write_text(report(manifest, found), encoding='utf-8')
     return root / 'report.md'
 
@@ -191,8 +176,8 @@ def report(manifest, found):
              'not met | no data | reported | report |',
              '|---|---|---|---|---|---|---|---|---|---|---|']
     for run, child, rows, text in found:
-        counts = [sum(1 for r in rows if r['verdict'] == v) for v in VERDICTS]
-        other = len(rows) - sum(counts)
+        counts = [sum(1 for r in rows or [] if r['verdict'] == v) for v in VERDICTS]
+        other = len(rows or []) - sum(counts)
         link = '[%s](%s/report.md)' % (run.get('out'), run.get('out')) if text else 'none'
         lines.append('| %s | %s | %s | %s (%s) | %s | %s | %d | %d%s | %d | %d | %s |' % (
             run.get('seed'), run.get('name'), _status(run, child), _clock(run.get('seconds')),
@@ -213,6 +198,9 @@ def report(manifest, found):
         error = (child or {}).get('error')
         if error:
             lines += ['', 'Its manifest says: %s' % error]
+        if rows is None:
+            lines += ['', 'Its `tables/targets.csv` is in an older format (not counted above): '
+                      '`repronet analyse` of `%s/` rebuilds it.' % run.get('out')]
         if text is None:
             lines += ['', 'No report.md in `%s/`: %s.' % (run.get('out'), _status(run, child))]
             continue

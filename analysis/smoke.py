@@ -29,7 +29,7 @@ import re
 import pandas as pd
 
 from analysis import figures, inputs, machine
-from analysis.inputs import simulated
+from analysis.stats import run_cpu_line
 from analysis.tables import write_tables
 from repronet.run.results import read_manifest, read_points
 
@@ -177,7 +177,6 @@ def report(manifest, data, drawn=()):
     """Return report.md text from the manifest and tables."""
     params = manifest['params']
     mech = manifest.get('mechanisms') or {}     # datapath: OVS's, None without OVS
-    cpu = manifest.get('cpu') or {}
     lines = ['# Smoke run', '',
              '- status: %s' % inputs.status(manifest),
              '- switch: %s%s, link mechanism: %s' % (
@@ -189,9 +188,7 @@ def report(manifest, data, drawn=()):
              'repetition(s), scale %s' % (params['bw'], params['duration'],
                                           params['repeat'], params['scale']),
              '- machine: %s' % machine.describe(manifest),
-             '- CPU: no monitor (a simulated run: its times are the model\'s)'
-             if simulated(manifest) else '- CPU: mean %s, saturated: %s' % (
-                 cpu.get('mean'), cpu.get('saturated')),
+             run_cpu_line(manifest),
              '']
     gp = data['goodput']
     if len(gp):

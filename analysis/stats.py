@@ -11,6 +11,7 @@ the CPU precisely at each timed part's start and end (``points.jsonl``'s ``cpu``
 import math
 
 from analysis.inputs import as_dict, is_number, simulated
+from analysis.tables import cell
 from repronet.run import cpu
 
 
@@ -154,3 +155,25 @@ def verdicts_line(verdicts, bar):
             'end, over the bar when the machine was more than %g %% busy between them; %d '
             'without a verdict' % (samples, timed, round(100 * bar[0], 6),
                                    len(verdicts) - samples - timed)]
+
+
+def run_cpu_line(manifest, emulated_tail=''):
+    """The report's '- CPU over the run' line, for every experiment and both backends.
+
+    Emulated: the runner's monitor (the manifest's ``cpu``): mean busy and whether the run
+    was CPU-saturated, then emulated_tail (the experiment's own words on its bar). Simulated:
+    there was no monitor, so no mean and no saturation to give (a manifest's 'saturated:
+    False' there means nothing was measured); instead whether --sim-cost modelled the nodes'
+    CPU time, since without it the model charged none."""
+    if simulated(manifest):
+        params = as_dict(manifest.get('params'))
+        cores = params.get('sim_cores')
+        return ('- CPU over the run: no monitor (a simulated run: the load of the machine '
+                'that ran the simulator does not enter its times); %s' % (
+                    '--sim-cost modelled the nodes\' CPU time (%s)' % (
+                        '%s cores' % cores if cores else 'on this machine\'s core count')
+                    if params.get('sim_cost') else
+                    'no --sim-cost, so the model charged no CPU time'))
+    summary = as_dict(manifest.get('cpu'))
+    return '- CPU over the run: mean busy %s, saturated: %s%s' % (
+        cell(summary.get('mean'), '%.2f'), summary.get('saturated'), emulated_tail)

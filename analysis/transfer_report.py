@@ -9,9 +9,9 @@ transfer is never called met, and a CPU-bound measurement says so beside its ver
 
 import pandas as pd
 
-from analysis import inputs, kvload_report, machine, transfer_seed
-from analysis.kvload_report import TARGET_COLUMNS, _table, _verdict, figures_and_inputs
-from analysis.stats import cpu_bar, verdicts_line, with_cpu_mark
+from analysis import inputs, kvload_report, machine, targets as shared, transfer_seed
+from analysis.kvload_report import _table, figures_and_inputs
+from analysis.stats import cpu_bar, run_cpu_line, verdicts_line, with_cpu_mark
 from analysis.tables import cell as _f, nan
 
 IPERF_GOAL = 0.9        # files >= 10 MB at 1000-byte packets: R_x / iperf3 goodput
@@ -41,7 +41,7 @@ def targets(data, manifest):
                                ('R_x / configured link rate, files >= 10 MB', 'rx_over_bw',
                                 BW_GOAL)):
         worst = _worst(big[column]) if len(big) else None
-        verdict, notes = _verdict(worst, worst is not None and worst >= goal, big_failed,
+        verdict, notes = shared.judge(worst, worst is not None and worst >= goal, big_failed,
                                   big_bound)
         rows.append({'target': name + ' (worst size)', 'measured': worst,
                      'goal': '>= %g' % goal, 'verdict': verdict, 'notes': notes})
@@ -51,7 +51,7 @@ def targets(data, manifest):
     load_bound = bool(t3['cpu_bound'].any()) if len(t3) else False
     ratios = list(many['aggregate_over_one']) if 'aggregate_over_one' in many else []
     worst = _worst(ratios, key=lambda v: max(v, key=lambda x: abs(x - 1)))
-    verdict, notes = _verdict(worst, worst is not None and abs(worst - 1) <= SHARE_GOAL,
+    verdict, notes = shared.judge(worst, worst is not None and abs(worst - 1) <= SHARE_GOAL,
                               load_failed, load_bound)
     one = t3.loc[t3['conns'] == 1, 'aggregate_mbps'] if len(t3) else []
     if worst is not None and worst > 1 + SHARE_GOAL and len(one):
@@ -62,7 +62,7 @@ def targets(data, manifest):
                  'measured': worst, 'goal': '1 +- %g' % SHARE_GOAL, 'verdict': verdict,
                  'notes': notes})
     worst = _worst(many['jain']) if len(many) else None
-    verdict, notes = _verdict(worst, worst is not None and worst >= JAIN_GOAL, load_failed,
+    verdict, notes = shared.judge(worst, worst is not None and worst >= JAIN_GOAL, load_failed,
                               load_bound)
     rows.append({'target': "Jain's index over N connections (lowest)", 'measured': worst,
                  'goal': '>= %g' % JAIN_GOAL, 'verdict': verdict, 'notes': notes})
@@ -82,7 +82,7 @@ def targets(data, manifest):
                  'verdict': 'no data' if not len(cap) else (
                      'met' if good == len(cap) else 'not met'),
                  'notes': ''})
-    out = pd.DataFrame(rows, columns=TARGET_COLUMNS)
+    out = shared.frame(rows)
     if bound:
         out.attrs['cpu_bound'] = True
     return out
@@ -119,7 +119,7 @@ def _mathis_target(path, cc):
                        'leaves out, or a transfer too short to leave slow start)' % (
                            r.delay_ms, r.loss, r.rx_over_limit))
     failed = int(lossy['failed'].sum())
-    verdict, notes = _verdict(float(sum(inside)), len(outside) == 0, failed, False)
+    verdict, notes = shared.judge(float(sum(inside)), len(outside) == 0, failed, False)
     return {'target': 'under loss, rate / min(Mathis bound, link) within [0.5, 2]',
             'measured': float(sum(inside)), 'goal': '%d of %d' % (len(lossy), len(lossy)),
             'verdict': verdict, 'notes': '; '.join(filter(None, [notes] + why))}
@@ -127,7 +127,7 @@ def _mathis_target(path, cc):
 
 def targets_text(run_dir):
     """Return the targets of a built run as lines for the terminal."""
-    return kvload_report.targets_text(run_dir, 'transfer', (64, 8, 14))
+    return shared.text(run_dir, 'transfer', (64, 8, 14))
 
 
 def _observations(data, manifest):
@@ -205,7 +205,6 @@ def _size(nbytes):
 def report(manifest, data, drawn):
     """Return report.md text."""
     params = manifest['params']
-    cpu = inputs.as_dict(manifest.get('cpu'))
     busy, over = cpu_bar(manifest)
     pts, conns = data['points'], data['transfers']
     lines = ['# TCP file transfer (transfer), next to seed 002', '',
@@ -227,11 +226,8 @@ def report(manifest, data, drawn):
              '- transfers: %d whole and checked, %d failed' % (
                  int(conns['ok'].sum()) if len(conns) else 0,
                  int((~conns['ok'].astype(bool)).sum()) if len(conns) else 0),
-             '- CPU over the run: mean busy %s, saturated: %s; a point is marked CPU-bound '
-             'when more than %g %% of its samples are over %g %% busy' % (
-                 _f(cpu.get('mean'), '%.2f'), cpu.get('saturated'), 100 * over, 100 * busy)
-             if not inputs.simulated(manifest) else
-             '- CPU over the run: no monitor (a simulation; --sim-cost models the CPU)']
+             run_cpu_line(manifest, '; a point is marked CPU-bound when more than %g %% of '
+                          'its samples are over %g %% busy' % (100 * over, 100 * busy))]
     lines += verdicts_line(pts['cpu_verdict'] if 'cpu_verdict' in pts else [], (busy, over))
     if inputs.simulated(manifest):
         lines.append('- backend: simulation (`repronet.sim`, virtual time): iperf3, the capture '
@@ -241,7 +237,7 @@ def report(manifest, data, drawn):
     if len(hot):
         lines.append('- CPU-bound points (the machine, not the network, limited them): %s' % (
             ', '.join('%d (%s)' % (r.point, r.kind) for r in hot.itertuples())))
-    lines += ['', '## Targets', ''] + _table(data['targets'], TARGET_COLUMNS, '%.3f')
+    lines += ['', '## Targets', ''] + _table(data['targets'], shared.COLUMNS, '%.3f')
     lines += ['', 'Rates are Mbit/s, the seed\'s bits per microsecond. T_x: bytes over the '
               'sender\'s first..last write; R_x: over the receiver\'s first..last read; '
               'iperf3: `iperf3 -R` between the same hosts in the same point '

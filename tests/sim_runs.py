@@ -35,3 +35,14 @@ def points_of_ok_run(folder):
     manifest = json.loads((folder / 'manifest.json').read_text())
     assert manifest['status'] == 'ok' and manifest['mechanisms']['backend'] == 'sim'
     return [json.loads(line) for line in (folder / 'logs' / 'points.jsonl').open()]
+
+
+def assert_no_cpu_monitor(folder):
+    """The report of a simulated run without --sim-cost says it had no CPU monitor: kvload,
+    kvscale and rudp said 'mean busy -, saturated: False' (analysis.stats.run_cpu_line)."""
+    report = (folder / 'report.md').read_text()
+    line = [ln for ln in report.splitlines() if ln.startswith('- CPU over the run')]
+    assert line == ['- CPU over the run: no monitor (a simulated run: the load of the machine '
+                    'that ran the simulator does not enter its times); no --sim-cost, so the '
+                    'model charged no CPU time'], line
+    assert 'mean busy' not in report

@@ -144,9 +144,10 @@ def test_throughput_table_saturates_below_ten_percent_growth(run):
     assert ours['saturated'].tolist() == [False, False, True]
     assert ours['cpu_bound'].tolist() == [False, False, True]     # CPU busy in point 2 only
     row = _target(data, 'throughput grows with servers until the CPUs saturate (ours')
-    assert row['measured'] == ('1: 1000/s, 2: 1900/s, 10: 2050/s; growth stops at 10; '
-                               'CPU-bound at 10')
-    assert row['met']
+    assert row['notes'] == ('1: 1000/s, 2: 1900/s, 10: 2050/s; growth stops at 10; '
+                            'CPU-bound at 10')
+    assert row['verdict'] == 'met'
+    assert row['measured'] == pytest.approx(2.05)          # a number: 10 servers / 1
     # one store, class and client count with one server count: a row, no target
     assert _one(thr, server='redis')['saturated'] == False                # noqa: E712
     assert not data['targets']['target'].str.contains('redis').any()
@@ -158,37 +159,37 @@ def test_growth_of_exactly_ten_percent_is_not_saturation(run):
     data = kvscale.tables(run)
     ten = _one(data['throughput'], server='ours', servers=10)
     assert ten['gain_over_previous'] == pytest.approx(1.1) and not ten['saturated']
-    assert 'growth stops at never' in _target(data, 'throughput grows')['measured']
+    assert 'growth stops at never' in _target(data, 'throughput grows')['notes']
 
 
 def test_a_stop_without_saturated_cpus_does_not_meet_the_throughput_target(tmp_path):
     idle = folder.make_run(tmp_path, busy_points=())
     row = _target(kvscale.tables(idle), 'throughput grows')
-    assert row['measured'].endswith('growth stops at 10; CPU-bound at none')
-    assert not row['met']
+    assert row['notes'].endswith('growth stops at 10; CPU-bound at none')
+    assert row['verdict'] == 'not met'
     # CPU-bound with one server only does not explain a stop at ten
     shutil.rmtree(tmp_path / 'logs')
     early = folder.make_run(tmp_path, busy_points=(0,))
     row = _target(kvscale.tables(early), 'throughput grows')
-    assert row['measured'].endswith('growth stops at 10; CPU-bound at 1')
-    assert not row['met']
+    assert row['notes'].endswith('growth stops at 10; CPU-bound at 1')
+    assert row['verdict'] == 'not met'
     # CPU-bound at the count before the stop: ten servers had no more CPU to share
     shutil.rmtree(tmp_path / 'logs')
     before = folder.make_run(tmp_path, busy_points=(1,))
     row = _target(kvscale.tables(before), 'throughput grows')
-    assert row['measured'].endswith('growth stops at 10; CPU-bound at 2')
-    assert row['met']
+    assert row['notes'].endswith('growth stops at 10; CPU-bound at 2')
+    assert row['verdict'] == 'met'
 
 
 def test_hit_rate_target_lfu_lru_fifo(run):
     data = kvscale.tables(run)
     row = _target(data, 'hit rate LFU >= LRU >= FIFO, cache 10')
-    assert row['measured'] == 'LFU 0.400, LRU 0.300, FIFO 0.200 (gaps +0.100, +0.100)'
-    assert row['met']
+    assert row['notes'] == 'LFU 0.400, LRU 0.300, FIFO 0.200 (gaps +0.100, +0.100)'
+    assert row['verdict'] == 'met' and row['measured'] == pytest.approx(0.1)  # smaller gap
     # LRU above LFU: 40 + 30 hits, 10 + 20 misses
     folder.info_log(run / 'logs', 6, hits=[(40, 10), (30, 20)])
     row = _target(kvscale.tables(run), 'hit rate')
-    assert row['measured'].startswith('LFU 0.400, LRU 0.700') and not row['met']
+    assert row['notes'].startswith('LFU 0.400, LRU 0.700') and row['verdict'] == 'not met'
 
 
 def test_failed_operations_keep_the_hit_rate_target_from_being_met(run):
@@ -198,28 +199,31 @@ def test_failed_operations_keep_the_hit_rate_target_from_being_met(run):
     assert _one(data['points'], point=5)['failed'] == 4
     assert _one(data['cache'], cache='fifo')['failed'] == 4
     row = _target(data, 'hit rate')
-    assert row['measured'].endswith('(4 operations or steps failed)') and not row['met']
+    assert row['notes'].endswith('(4 operations or steps failed)')
+    assert row['verdict'] == 'not met'
     row = _target(data, 'no operation or step failed')
-    assert row['measured'] == '4 failed' and not row['met']
+    assert row['notes'] == '4 failed' and row['verdict'] == 'not met'
+    assert row['measured'] == 4.0
     assert '[NOT MET] no operation or step failed: 4 failed' in kvscale_report.targets_text(run)
 
 
 def test_imbalance_target_at_ten_servers_with_the_runs_vnodes(run):
     data = kvscale.tables(run)
     row = _target(data, 'key imbalance (max/mean) <= 1.1 with 1024 virtual nodes at 10')
-    assert row['measured'] == 'worst 1.100 over 1 points' and row['met']
+    assert row['notes'] == 'worst 1.100 over 1 points' and row['verdict'] == 'met'
+    assert row['measured'] == pytest.approx(1.1) and row['goal'] == '<= 1.1'
     one = _target(data, 'key imbalance with 1 virtual node(s) at 10 servers (reported)')
-    assert one['measured'] == 'worst 3.000 over 1 points' and pd.isna(one['met'])
+    assert one['notes'] == 'worst 3.000 over 1 points' and one['verdict'] == 'reported'
     folder.info_log(run / 'logs', 2, dbsize=[12] + [10] * 8 + [8])
     row = _target(kvscale.tables(run), 'key imbalance (max/mean)')
-    assert row['measured'] == 'worst 1.200 over 1 points' and not row['met']
+    assert row['notes'] == 'worst 1.200 over 1 points' and row['verdict'] == 'not met'
 
 
 def test_imbalance_target_is_not_met_when_operations_failed(run):
     folder.mix_log(run / 'logs', 2, 1, errors={'TIMEOUT': 2})
     row = _target(kvscale.tables(run), 'key imbalance (max/mean)')
-    assert row['measured'] == 'worst 1.100 over 1 points (2 operations or steps failed)'
-    assert not row['met']
+    assert row['notes'] == 'worst 1.100 over 1 points (2 operations or steps failed)'
+    assert row['verdict'] == 'not met'
 
 
 def test_imbalance_below_ten_servers_is_reported_not_judged(run):
@@ -228,8 +232,8 @@ def test_imbalance_below_ten_servers_is_reported_not_judged(run):
     rows = targets[targets['target'].str.startswith('key imbalance')]
     assert rows['target'].tolist() == [
         'key imbalance with 1024 virtual node(s) at 2 servers (reported)']
-    assert rows['measured'].tolist() == ['worst 1.200 over 3 points']
-    assert rows['met'].isna().all()
+    assert rows['notes'].tolist() == ['worst 1.200 over 3 points']
+    assert (rows['verdict'] == 'reported').all()
 
 
 def test_a_failed_load_generator_counts_as_a_failure(run):
@@ -239,7 +243,7 @@ def test_a_failed_load_generator_counts_as_a_failure(run):
         kvscale.build(run)
     data = kvscale.tables(run)
     assert _one(data['points'], point=1)['failed'] == 1
-    assert not _target(data, 'no operation or step failed')['met']
+    assert _target(data, 'no operation or step failed')['verdict'] == 'not met'
 
 
 def test_a_point_whose_setup_failed_is_a_failure_though_it_ran_no_operation(run):
@@ -252,7 +256,7 @@ def test_a_point_whose_setup_failed_is_a_failure_though_it_ran_no_operation(run)
     data = kvscale.tables(run)
     assert _one(data['points'], point=1)['failed'] == 2      # setup, and no mix
     row = _target(data, 'no operation or step failed')
-    assert row['measured'] == '2 failed' and not row['met']
+    assert row['notes'] == '2 failed' and row['verdict'] == 'not met'
 
 
 def test_the_ring_table_keeps_the_runs_shares(run):

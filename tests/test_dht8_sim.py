@@ -17,6 +17,8 @@ import sys
 
 import pytest
 
+from tests.test_targets import assert_one_format
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -61,7 +63,8 @@ def test_a_simulated_smoke_run_ends_ok_and_is_analysed(runs):
     # a reader must not take the simulated times for measurements (a new user did)
     report = (first / 'report.md').read_text()
     assert '- **backend: simulation** (`repronet.sim`, virtual time)' in report
-    assert 'emulated by netem' not in report and 'CPU over the run' not in report
+    assert 'emulated by netem' not in report and 'mean busy' not in report
+    assert '- CPU over the run: no monitor (a simulated run' in report
     points = [json.loads(line) for line in (first / 'logs' / 'points.jsonl').open()]
     assert points and all('error' not in p for p in points)
     parts = {p['point']['part'] for p in points}
@@ -121,3 +124,7 @@ def test_simulation_only_refusals_name_the_reason(tmp_path, flags, words):
                           timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2 and words in proc.stderr, proc.stderr
     assert proc.stderr.strip().count('\n') == 0
+
+
+def test_its_targets_are_in_the_one_format(runs):
+    assert_one_format(runs[0])

@@ -20,6 +20,7 @@ from mininet.topo import Topo
 
 from analysis import fidelity as analysis
 from repronet.sim.backend import SimBackend
+from tests.test_targets import assert_one_format
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RTT_TOLERANCE_MS = 0.001
@@ -56,7 +57,7 @@ def test_smoke_runs_without_root_and_writes_the_tables(smoke):
     report = (out / 'report.md').read_text()
     assert report.count('not measured (simulation)') == 3      # ping, UDP goodput, CPU
     targets = pd.read_csv(out / 'tables' / 'targets.csv')
-    assert targets['pass'].all(), targets[~targets['pass']].to_string()
+    assert (targets['verdict'] == 'met').all(), targets.to_string()
 
 
 def test_simulated_rtt_is_the_configured_rtt(smoke):
@@ -165,8 +166,12 @@ def test_analysis_of_a_simulated_folder_says_not_measured(tmp_path):
     row = analysis.tables(tmp_path)['goodput'].iloc[0]
     assert row['goodput_mbps'] == pytest.approx(8 * 5e6 / 4.5 / 1e6)
     assert (row['proto'], row['retransmits']) == ('tcp', 2)
-    assert list(goal['pass']) == [False]            # 8.9 Mbit/s < 90 % of 10
+    assert list(goal['verdict']) == ['not met']            # 8.9 Mbit/s < 90 % of 10
     cpu = pd.read_csv(tmp_path / 'tables' / 'cpu.csv')
     assert cpu['seconds'][0] == 5.5 and cpu['daemon_cpu_fraction'].isna().all()
     report = (tmp_path / 'report.md').read_text()
     assert 'ping runs only on real hosts' in report and 'daemon_cpu' not in report
+
+
+def test_its_targets_are_in_the_one_format(smoke):
+    assert_one_format(smoke[0])

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from tests.sim_runs import REPO, digests as _digests, points_of_ok_run, run_sim, two_runs
+from tests.sim_runs import (REPO, assert_no_cpu_monitor, digests as _digests, points_of_ok_run,
+                            run_sim, two_runs)
+from tests.test_targets import assert_one_format
 
 
 def _run(out, workdir, hashseed, *flags):
@@ -65,3 +67,13 @@ def test_with_a_processing_cost_the_local_layout_runs(tmp_path):
               (tmp_path / 'cost' / 'logs' / 'p000-kvload-c1.jsonl').open()]
     # each request costs the client and the server their charge: at least 30 us
     assert all(r['p50_us'] >= 30 for r in phases if r['event'] == 'phase')
+    report = (tmp_path / 'cost' / 'report.md').read_text()
+    assert '; --sim-cost modelled the nodes\' CPU time (on this machine\'s core count)' in report
+
+
+def test_its_targets_are_in_the_one_format(runs):
+    assert_one_format(runs[0])
+
+
+def test_the_report_says_the_simulation_had_no_cpu_monitor(runs):
+    assert_no_cpu_monitor(runs[0])

@@ -13,7 +13,9 @@ import sys
 
 import pytest
 
-from tests.sim_runs import REPO, digests as _digests, points_of_ok_run, run_sim, two_runs
+from tests.sim_runs import (REPO, assert_no_cpu_monitor, digests as _digests, points_of_ok_run,
+                            run_sim, two_runs)
+from tests.test_targets import assert_one_format
 from tests.test_kv_sim import Sim
 
 SMALL = ['--scale', 'smoke', '--server-counts', '2', '--client-counts', '4',
@@ -71,3 +73,11 @@ def test_the_admin_setup_for_redis_is_refused_in_the_simulator(tmp_path):
     assert (sim.logs / 'setup.err').read_text() == (
         'kvcluster_admin setup: setup configures Redis nodes, which do not run in the '
         'simulator\n')
+
+
+def test_its_targets_are_in_the_one_format(runs):
+    assert_one_format(runs[0])
+
+
+def test_the_report_says_the_simulation_had_no_cpu_monitor(runs):
+    assert_no_cpu_monitor(runs[0])

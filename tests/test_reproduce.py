@@ -35,15 +35,20 @@ def run(*args, timeout=600):
                          "each once, not 'dht9'"),
     (['--only', 'dht8,,rudp'], '--only takes experiments from '),
     (['--only', 'dht8', '--only', 'rudp'], '--only is given twice'),
-    (['--out', '--dry-run'], '--out needs a value'),
+    (['--out', '--dry-run'], 'argument --out: expected one argument; repronet reproduce --help '
+                             'lists the options'),
     (['--', '--out', '/tmp/x'], "--out is reproduce's own flag: give it before --, not after"),
     (['--', '--scale=seed'], "--scale is reproduce's own flag"),
     (['--', '--dry-run'], "--dry-run is reproduce's own flag"),
-    (['--scale', 'huge'], "--scale must be one of smoke, default, seed, not 'huge'"),
-    (['--backend', 'ns3'], "--backend must be emu or sim, not 'ns3'"),
+    (['--scale', 'huge'], "argument --scale: invalid choice: 'huge' (choose from 'smoke', "
+                          "'default', 'seed')"),
+    (['--backend', 'ns3'], "argument --backend: invalid choice: 'ns3' (choose from 'emu', "
+                           "'sim')"),
     (['--seed', 'x'], "--seed must be a whole number, not 'x'"),
-    (['--frob'], "unknown argument '--frob'"),
-    (['--out'], '--out needs a value'),
+    (['--frob'], 'unrecognized arguments: --frob; repronet reproduce --help lists the options'),
+    (['--sc', 'smoke'], 'unrecognized arguments: --sc smoke'),     # no abbreviations
+    (['--dry-run', '--dry-run'], '--dry-run is given twice'),
+    (['--out'], 'argument --out: expected one argument'),
     (['--backend', 'sim', '--only', 'rudp', '--', '--repeat', 'abc'], 'rudp refused the flags: '),
 ])
 def test_wrong_arguments_are_one_sentence_and_build_nothing(tmp_path, args, said):
@@ -60,6 +65,44 @@ def test_emulation_without_root_is_refused(monkeypatch, tmp_path):
     with pytest.raises(reproduce.UsageError, match='needs root'):
         reproduce.parse(['--out', str(tmp_path / 'r')])
     assert reproduce.parse(['--out', str(tmp_path / 'r'), '--backend', 'sim'])['backend'] == 'sim'
+
+
+def test_flags_parse_as_argparse_does_on_the_scripts_one_sentence_parser(tmp_path):
+    """reproduce's flags are read by repronet.run.options' parser: --flag=value works as in
+    every topology script (the hand-made parser called --scale=smoke an unknown argument)."""
+    opts = reproduce.parse(['--out=%s' % (tmp_path / 'r'), '--backend=sim', '--scale=smoke',
+                            '--only', 'rudp,dht8', '--seed=3', '--', '--repeat', '2'])
+    assert {k: opts[k] for k in ('scale', 'backend', 'only', 'seed', 'dry_run', 'extra')} == {
+        'scale': 'smoke', 'backend': 'sim', 'only': ['dht8', 'rudp'], 'seed': '3',
+        'dry_run': False, 'extra': ['--repeat', '2']}
+    with pytest.raises(reproduce.UsageError, match='^--backend is given twice$'):
+        reproduce.parse(['--backend=sim', '--backend', 'emu'])
+
+
+@pytest.mark.parametrize('args', [['--help'], ['--backend', 'sim', '-h']])
+def test_help_anywhere_prints_the_usage_and_help_and_exits_0(args):
+    done = run(*args, timeout=60)
+    assert done.returncode == 0 and done.stderr == '', done.stderr
+    assert done.stdout == reproduce.USAGE + '\n' + reproduce.HELP + '\n'
+
+
+def test_the_estimate_is_read_from_the_plan_the_dry_run_writes(tmp_path):
+    """The runner's --dry-run writes its plan as JSON where REPRONET_DRY_RUN_PLAN says (a
+    contract: reproduce reads it, not the text, which stays as it was)."""
+    plan, out = tmp_path / 'plan.json', tmp_path / 'r'
+    done = subprocess.run(
+        reproduce.command('rudp', {'scale': 'smoke', 'backend': 'sim', 'seed': None,
+                                   'extra': []}, out, dry_run=True),
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(REPO), REPRONET_DRY_RUN_PLAN=str(plan)))
+    assert done.returncode == 0, done.stderr
+    said = json.loads(plan.read_text())
+    assert said['out'] == str(out) and said['unestimated'] == 0 and said['disk']
+    assert '%d points, estimated %s; results in %s' % (
+        said['points'], reproduce.clock(said['estimated_s']), out) in done.stdout
+    assert reproduce.estimate('rudp', {'scale': 'smoke', 'backend': 'sim', 'seed': None,
+                                       'extra': []}, out) == round(said['estimated_s'])
+    assert not out.exists()
 
 
 def test_eta_adds_what_the_finished_took_beyond_their_estimates():
@@ -171,13 +214,6 @@ def test_sigkill_of_the_command_still_stops_the_experiment(tmp_path):
     assert _wait_child_ended(root)['status'] == 'interrupted'
 
 
-def test_verdicts_of_both_target_formats():
-    assert seeds.verdict({'verdict': 'not met', 'met': ''}) == 'not met'
-    assert seeds.verdict({'met': 'True'}) == 'met'
-    assert seeds.verdict({'met': 'False'}) == 'not met'
-    assert seeds.verdict({'met': ''}) == 'reported'
-
-
 def test_report_of_a_folder_whose_experiment_never_wrote_one(tmp_path):
     (tmp_path / 'manifest.json').write_text(json.dumps({
         'experiment': 'seeds', 'params': {'scale': 'smoke', 'backend': 'sim'},
@@ -193,7 +229,7 @@ def test_report_of_a_folder_whose_experiment_never_wrote_one(tmp_path):
     assert 'No report.md in `dht8/`: no results folder (exit 2).' in text
     assert 'indicative' in text
     assert (tmp_path / 'tables' / 'targets.csv').read_text().startswith(
-        'seed,experiment,target,measured,goal,verdict\n')
+        'seed,experiment,target,measured,goal,verdict,notes\n')
 
 
 def test_the_table_follows_the_exit_status_and_a_killed_command(tmp_path):

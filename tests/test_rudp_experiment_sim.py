@@ -9,7 +9,9 @@ two same-seed runs' logs and tables are byte-identical while the other seed's di
 
 import pytest
 
-from tests.sim_runs import digests as _digests, points_of_ok_run, run_sim
+from tests.sim_runs import (assert_no_cpu_monitor, digests as _digests, points_of_ok_run,
+                            run_sim)
+from tests.test_targets import assert_one_format
 
 
 def _run(out, seed, workdir, hashseed):
@@ -42,3 +44,11 @@ def test_the_same_seed_gives_byte_identical_logs_and_tables(runs):
     assert _digests(first, 'logs') == _digests(second, 'logs')
     assert _digests(first, 'tables') == _digests(second, 'tables')
     assert _digests(first, 'logs') != _digests(other, 'logs')
+
+
+def test_its_targets_are_in_the_one_format(runs):
+    assert_one_format(runs[0])
+
+
+def test_the_report_says_the_simulation_had_no_cpu_monitor(runs):
+    assert_no_cpu_monitor(runs[0])

@@ -177,7 +177,7 @@ def test_report_says_the_datapath_only_when_the_manifest_does(mechanisms, line):
     text = analysis.report(manifest, {name: pd.DataFrame() for name in ('goodput', 'ping')})
     assert line in text.splitlines() and 'datapath: None' not in text, text
     if mechanisms and mechanisms.get('backend') == 'sim':
-        assert 'None' not in text and '- CPU: no monitor' in text, text
+        assert 'None' not in text and '- CPU over the run: no monitor' in text, text
 
 
 @pytest.mark.root

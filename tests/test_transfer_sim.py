@@ -18,6 +18,7 @@ import pytest
 
 from repronet.sim.streams import MSS, TCP_OVERHEAD
 from tests.sim_runs import REPO, digests as _digests, points_of_ok_run, run_sim, two_runs
+from tests.test_targets import assert_one_format
 from tests.test_sans_io import violations
 
 
@@ -161,3 +162,7 @@ def test_a_per_byte_cost_on_the_client_caps_r_x_at_its_rate(tmp_path, per_byte, 
         '--name', 'f.bin'])
     assert client.wait(60) == 0
     assert sim.records('c')[-1]['rx_mbps'] == pytest.approx(mbps, rel=0.05)
+
+
+def test_its_targets_are_in_the_one_format(runs):
+    assert_one_format(runs[0])

@@ -8,8 +8,9 @@ manifest and the combined report (``analysis.seeds``), which reads only the fold
 
 Before anything is built, every experiment is asked for ``--dry-run`` with the very flags it
 will get: a wrong flag stops the whole command with the experiment's own one-sentence error,
-and the dry runs' estimates give the ETA, corrected as experiments finish by how much longer the
-finished ones took than their estimates (``left``).
+and the dry runs' estimates (read from the plan the runner writes as JSON to the file
+``REPRONET_DRY_RUN_PLAN`` names, not from its text) give the ETA, corrected as experiments
+finish by how much longer the finished ones took than their estimates (``left``).
 
 Signals: each experiment runs in its own session, so a terminal's Ctrl-C reaches this
 process only, which passes it on once; the experiment tears down and records itself as
@@ -17,16 +18,20 @@ interrupted, and no further experiment starts.  If this process is SIGKILLed, th
 experiment gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``) and cleans up as on Ctrl-C.
 """
 
+import argparse
 import ctypes
+import json
 import os
 import pathlib
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
-from repronet.run import provenance, results, sweep
+from repronet.run import provenance, results, runner, sweep
+from repronet.usage import UsageError, UsageParser
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PYTHON = '/usr/bin/python3'     # the scripts import Mininet, which only Debian's python sees
@@ -62,12 +67,38 @@ PR_SET_PDEATHSIG = 1
 OWN_FLAGS = ('--scale', '--backend', '--only', '--out', '--seed', '--dry-run', '--help', '-h')
 
 
-class UsageError(ValueError):
-    """A wrong argument: one sentence, before anything runs."""
+def _parser():
+    """reproduce's own flags on the one-sentence parser every program uses (repronet.usage):
+    argparse refuses unknown flags, missing values and values off the choices; --help
+    prints USAGE and HELP. No abbreviations: --sc is not --scale."""
+    parser = UsageParser(
+        prog='repronet reproduce', usage=USAGE[len('usage: '):], description=HELP.strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
+        add_help=False)
+    parser.add_argument('-h', '--help', action='help', help=argparse.SUPPRESS)
+    for flag, choices, default in (('--scale', SCALES, 'default'), ('--backend', BACKENDS, 'emu'),
+                                   ('--only', None, None), ('--out', None, None),
+                                   ('--seed', None, None)):
+        parser.add_argument(flag, choices=choices, default=default, help=argparse.SUPPRESS)
+    parser.add_argument('--dry-run', action='store_true', help=argparse.SUPPRESS)
+    return parser
+
+
+def _only(value, names):
+    """The experiments --only names, in the seeds' order; UsageError unless each is one
+    of names, once."""
+    picked = [n.strip() for n in value.split(',')]
+    if [n for n in picked if n not in names] or len(set(picked)) != len(picked):
+        raise UsageError('--only takes experiments from %s, each once, not %r' % (
+            ', '.join(names), value))
+    return [n for n in names if n in picked]
 
 
 def parse(argv):
-    """Return the options as a dict; UsageError for anything wrong."""
+    """Return the options as a dict; UsageError for anything wrong.
+
+    Flags after ``--`` go to every experiment, unread, except reproduce's own (it sets
+    them itself); each of reproduce's flags may be given once."""
     argv = list(argv)
     extra = argv[argv.index('--') + 1:] if '--' in argv else []
     argv = argv[:argv.index('--')] if '--' in argv else argv
@@ -75,39 +106,16 @@ def parse(argv):
         if flag.split('=')[0] in OWN_FLAGS:
             raise UsageError('%s is reproduce\'s own flag: give it before --, not after '
                              '(flags after -- go to every experiment)' % flag.split('=')[0])
-    opts = {'scale': 'default', 'backend': 'emu', 'only': [name for _, name, _ in SEEDS],
-            'out': None, 'seed': None, 'dry_run': False, 'extra': extra}
+    given = [a.split('=')[0] for a in argv if a.split('=')[0] in OWN_FLAGS]
+    twice = sorted({f for f in given if given.count(f) > 1}, key=given.index)
+    if twice:
+        raise UsageError('%s is given twice' % twice[0])
+    opts = vars(_parser().parse_args(argv))
     names = [name for _, name, _ in SEEDS]
-    given, i = set(), 0
-    while i < len(argv):
-        flag = argv[i]
-        if flag in given:
-            raise UsageError('%s is given twice' % flag)
-        given.add(flag)
-        if flag == '--dry-run':
-            opts['dry_run'] = True
-            i += 1
-            continue
-        if flag not in OWN_FLAGS:
-            raise UsageError('unknown argument %r (%s)' % (flag, USAGE[7:]))
-        if i + 1 >= len(argv) or argv[i + 1].startswith('--'):
-            raise UsageError('%s needs a value' % flag)
-        value = argv[i + 1]
-        i += 2
-        if flag == '--scale' and value not in SCALES:
-            raise UsageError('--scale must be one of %s, not %r' % (', '.join(SCALES), value))
-        if flag == '--backend' and value not in BACKENDS:
-            raise UsageError('--backend must be emu or sim, not %r' % value)
-        if flag == '--seed' and not re.fullmatch(r'[0-9]{1,18}', value):
-            raise UsageError('--seed must be a whole number, not %r' % value)
-        if flag == '--only':
-            picked = [n.strip() for n in value.split(',')]
-            wrong = [n for n in picked if n not in names]
-            if wrong or len(set(picked)) != len(picked):
-                raise UsageError('--only takes experiments from %s, each once, not %r' % (
-                    ', '.join(names), value))
-            value = [n for n in names if n in picked]
-        opts[flag[2:]] = value
+    opts.update(only=names if opts['only'] is None else _only(opts['only'], names),
+                extra=extra)
+    if opts['seed'] is not None and not re.fullmatch(r'[0-9]{1,18}', opts['seed']):
+        raise UsageError('--seed must be a whole number, not %r' % opts['seed'])
     if opts['out'] is None:
         opts['out'] = results.default_out('seeds')
     problem = results.out_problem(opts['out'])
@@ -129,16 +137,23 @@ def command(name, opts, out, dry_run=False):
 
 
 def estimate(name, opts, out):
-    """Return the experiment's estimated seconds from its --dry-run (None when it prints
-    none); UsageError with its own sentence when it refuses the flags."""
-    proc = subprocess.run(command(name, opts, out, dry_run=True), capture_output=True,
-                          text=True, timeout=300)
-    if proc.returncode != 0:
-        said = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-        raise UsageError('%s refused the flags: %s' % (
-            name, said[-1] if said else 'exit status %d' % proc.returncode))
-    found = re.search(r'estimated (\d+):(\d\d):(\d\d)', proc.stdout)
-    return found and int(found[1]) * 3600 + int(found[2]) * 60 + int(found[3])
+    """Return the experiment's estimated seconds from its --dry-run's plan (the JSON the
+    runner writes where PLAN_ENV says; None when it wrote none); UsageError with its own
+    sentence when it refuses the flags."""
+    with tempfile.TemporaryDirectory(prefix='repronet-plan-') as tmp:
+        plan = pathlib.Path(tmp) / 'plan.json'
+        proc = subprocess.run(command(name, opts, out, dry_run=True), capture_output=True,
+                              text=True, timeout=300,
+                              env=dict(os.environ, **{runner.PLAN_ENV: str(plan)}))
+        if proc.returncode != 0:
+            said = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+            raise UsageError('%s refused the flags: %s' % (
+                name, said[-1] if said else 'exit status %d' % proc.returncode))
+        try:
+            seconds = json.loads(plan.read_text(encoding='utf-8'))['estimated_s']
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    return int(round(seconds)) if isinstance(seconds, (int, float)) else None
 
 
 def clock(seconds):
@@ -203,9 +218,6 @@ class Runner:
 
 def main(argv):
     """Command line entry point; return the exit status."""
-    if argv in (['-h'], ['--help']):
-        print(USAGE + '\n' + HELP)
-        return 0
     try:
         opts = parse(argv)
         root = pathlib.Path(opts['out'])

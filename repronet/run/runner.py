@@ -52,7 +52,8 @@ until that is done and then makes the run ``interrupted`` (never ``ok``); one
 during the analysis stops the analysis with one line.  The exit status is 0
 (ok), 1 (failed) or 128+signal (130 for SIGINT, 143 for SIGTERM).
 
-``--dry-run`` prints the points, the estimated time and the disk the run needs,
+``--dry-run`` prints the points, the estimated time and the disk the run needs
+(and writes them as JSON to the file ``REPRONET_DRY_RUN_PLAN`` names, if it names one),
 and stops before the lock; ``--keep-going`` records a failed point and runs the
 next one; ``--cli start|failure`` opens Mininet's CLI on the built network.
 Results made under ``sudo`` are handed to the user who ran sudo.
@@ -75,6 +76,7 @@ Node processes inherit ``PYTHONPATH`` with the repository root, so
 
 import contextlib
 import importlib
+import json
 import os
 import pathlib
 import sys
@@ -89,6 +91,7 @@ __all__ = ['Experiment', 'RunContext', 'Interrupted', 'EXIT_FAILED']
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXIT_FAILED = 1
+PLAN_ENV = 'REPRONET_DRY_RUN_PLAN'  # a file --dry-run also writes its plan to, as JSON
 
 
 class Experiment:
@@ -251,7 +254,11 @@ class Experiment:
             print(text, flush=True)
 
     def _dry_run(self, params, points):
-        """Print the points, the estimated time and the disk; return 0."""
+        """Print the points, the estimated time and the disk; return 0.
+
+        With PLAN_ENV naming a file, also write the plan there as JSON for a program
+        (``repronet reproduce``): {points, estimated_s (of the points with an estimate),
+        unestimated, out, disk: [[path, bytes]]}; the text above stays for people."""
         estimates = [self.estimate(params, p) for p in points]
         for point, seconds in zip(points, estimates):
             print(' '.join(filter(None, [
@@ -262,8 +269,14 @@ class Experiment:
             len(points), sweep.format_duration(sum(known)),
             '' if len(known) == len(points) else ' (%d points without an '
             'estimate)' % (len(points) - len(known)), params.out))
-        for path, nbytes in self.disk(params):
+        disk = list(self.disk(params))
+        for path, nbytes in disk:
             print('writes %.1f MB in %s' % (nbytes / 1e6, path))
+        if os.environ.get(PLAN_ENV):
+            with open(os.environ[PLAN_ENV], 'w', encoding='utf-8') as f:
+                json.dump({'points': len(points), 'estimated_s': sum(known),
+                           'unestimated': len(points) - len(known), 'out': str(params.out),
+                           'disk': [[str(p), n] for p, n in disk]}, f)
         return 0
 
     def _run(self, params, argv, points, guard):
