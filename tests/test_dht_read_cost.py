@@ -39,7 +39,7 @@ def test_the_bench_configures_its_delay_daemon_as_the_emulation_does(tmp_path):
         .splitlines()[1:] == ['10.213.0.2 0.000000000 2 50 0 50 0']
     conf.write_text(text)
     assert run(_compile(tmp_path / 'check', list(CHECK_C), ['-lm']), 'config', conf) == \
-        {'sources': 1}
+        {'sources': 1, 'min_hold_ns': 100000}
     flags = {argv[i]: argv[i + 1] for i in range(1, len(argv) - 1)}
     assert argv[0] == linkemu_daemon.BINARY and flags['--config'] == str(conf)
     assert flags['--spin-permille'] == str(linkemu_daemon.spin_permille(1)) == '250'
