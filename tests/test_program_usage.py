@@ -69,7 +69,7 @@ PROGRAMS = _modules('nodes/**/*.py', 'workloads/*.py')
 OTHERS = ['-m ' + m for m in _modules('analysis/*.py')] + [
     os.path.relpath(path, ROOT) for path in sorted(glob.glob(os.path.join(ROOT, 'benchmarks',
                                                                           '*.py')))
-    if _has_main(path)]
+    if _has_main(path)] + ['-m repronet.emu.capabilities']
 
 
 def _run(module, argv):
@@ -112,3 +112,12 @@ def test_help_is_still_the_full_usage(module):
     proc = _run(module, ['--help'])
     assert proc.returncode == 0 and proc.stdout.startswith('usage: '), proc.stderr
     assert '--help' in proc.stdout
+
+
+def test_the_runners_own_child_started_by_hand_says_so_in_one_sentence():
+    """repronet.run.sim_interpreter is started by the runner (SCRIPT CLASS OUT ARGV...); by
+    hand without them it was an IndexError traceback."""
+    for argv in ([], ['--no-such-flag']):
+        proc = _run('-m repronet.run.sim_interpreter', argv)
+        _one_sentence(proc)
+        assert '--sim-interpreter' in proc.stderr

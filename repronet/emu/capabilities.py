@@ -29,7 +29,6 @@ missing feature into one sentence saying what to use instead, and :func:`require
 ``python -m repronet.emu.capabilities [--json]`` prints the report.
 """
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -42,6 +41,7 @@ import sys
 import uuid
 
 from repronet.emu import cpulimit_cgroups
+from repronet.usage import UsageParser
 
 _TIMEOUT = 10
 _OVS_CTL = '/usr/share/openvswitch/scripts/ovs-ctl'
@@ -291,8 +291,8 @@ def report(caps):
 
 def main(argv=None):
     """Print the capability report; --json prints the dict instead."""
-    parser = argparse.ArgumentParser(prog='python -m repronet.emu.capabilities',
-                                     description=__doc__.split('\n')[0])
+    parser = UsageParser(prog='python -m repronet.emu.capabilities',
+                         description=__doc__.split('\n')[0], tool='repronet.emu.capabilities')
     parser.add_argument('--json', action='store_true', help='print JSON')
     args = parser.parse_args(argv)
     caps = probe()

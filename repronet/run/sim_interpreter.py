@@ -125,6 +125,11 @@ def child_main(argv):
     the outcome) or 2 (the flags were refused here, where they were accepted before)."""
     from repronet.run import options
     from repronet.run.signals import SignalGuard
+    if len(argv) < 3:
+        print('repronet.run.sim_interpreter: the runner starts this with SCRIPT CLASS OUT '
+              'ARGV...; run the experiment\'s script with --sim-interpreter instead',
+              file=sys.stderr)
+        return 2
     script, name, out, argv = argv[0], argv[1], argv[2], argv[3:]
     spec = importlib.util.spec_from_file_location('_repronet_experiment', script)
     module = importlib.util.module_from_spec(spec)
