@@ -51,7 +51,7 @@ import subprocess
 import sys
 
 from repronet.run import namespaces
-from repronet.run.pids import cmdlines, signal_group, start_time  # noqa: F401 (start_time: for callers)
+from repronet.run.pids import cmdlines, same_process, signal_group, start_time  # noqa: F401 (start_time: for callers)
 
 LOCK_PATH = '/run/repronet.lock'
 STATE_PATH = '/run/repronet/state.json'
@@ -215,8 +215,7 @@ class State:
     def runner_alive(self):
         """Return the recorded runner's PID if that very process still runs."""
         pid, started = self.data.get('runner'), self.data.get('runner_started')
-        if pid and started is not None and start_time(pid) == started \
-                and pid != os.getpid():
+        if same_process(pid, started) and pid != os.getpid():
             return pid
         return None
 
@@ -233,7 +232,7 @@ class State:
         done = []
         killed = []
         for pid, started in self.data['pids']:
-            if started is None or start_time(pid) != started:
+            if not same_process(pid, started):
                 continue
             signal_group(pid, signal.SIGKILL)
             killed.append(pid)

@@ -22,6 +22,12 @@ def start_time(pid):
         return None
 
 
+def same_process(pid, started):
+    """Is pid still the process that had start time started (both recorded earlier)? False
+    for a missing record, a process that is gone, or a PID reused since."""
+    return bool(pid) and started is not None and start_time(pid) == started
+
+
 def signal_group(pid, signum, group_only=False):
     """Signal the process group pid leads, else (unless group_only) pid alone.
 

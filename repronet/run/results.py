@@ -93,7 +93,7 @@ def run_status(manifest):
     if not isinstance(record, dict) or not isinstance(record.get('pid'), int) \
             or record.get('start_time') is None or record.get('boot_id') != boot_id():
         return NO_END
-    return 'running' if pids.start_time(record['pid']) == record['start_time'] else KILLED
+    return 'running' if pids.same_process(record['pid'], record['start_time']) else KILLED
 
 
 class Records(list):
