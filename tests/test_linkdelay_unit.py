@@ -183,6 +183,9 @@ def test_daemon_refuses_bad_config_before_touching_a_queue(daemon, tmp_path, lin
     (['--spin-permille', '1001'], "--spin-permille '1001'"),
     (['--rt-budget-ms', '0'], '--rt-budget-ms must be at least 1'),
     (['--spin-us'], 'lacks its value'),
+    (['--verdict-batch', '0'], '--verdict-batch must be at least 1'),
+    (['--verdict-batch', '65'], "--verdict-batch '65' is not a whole number in 0..64"),
+    (['--verdict-batch'], 'lacks its value'),
 ])
 def test_daemon_refuses_bad_flags(daemon, tmp_path, flags, message):
     """A flag value that does not fit is one line and exit 2, not a silently wrapped number."""

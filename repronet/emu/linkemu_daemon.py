@@ -28,6 +28,8 @@ late its own timed sleeps wake, at most SPIN_US (linkdelay_sched.h says how). Wh
 packets a daemon reads its queue only when it wakes for a deadline or when the least hold has
 passed since its last read (lazy reads: the holds count from the kernel's arrival stamps), so
 a real-time daemon preempts the node processes once per batch of packets, not once per packet.
+The packets due in one pass leave in one netlink send of up to VERDICT_BATCH verdicts
+(linkdelay_release.c; several are due at once mostly when a daemon is catching up).
 :meth:`DaemonSet.schedule` is what the manifest records (``mechanisms.link_daemons``); each
 daemon's stats say what it actually ran under, and :meth:`DaemonSet.holds` (the manifest's
 ``link_holds``) what each learned and whether one left the real-time class.
@@ -55,7 +57,7 @@ BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
 # The daemon's C files without netfilter (the unit tests compile them with the check driver).
 CORE_C = ('linkdelay_core.c', 'linkdelay_config.c', 'linkdelay_wire.c', 'linkdelay_sched.c')
 CHECK_C = ('linkdelay_check.c', 'linkdelay_check_wire.c') + CORE_C
-DAEMON_C = ('linkdelay.c', 'linkdelay_report.c') + CORE_C
+DAEMON_C = ('linkdelay.c', 'linkdelay_release.c', 'linkdelay_report.c') + CORE_C
 SOURCES = DAEMON_C + ('linkdelay_core.h', 'linkdelay_sched.h', 'linkdelay_daemon.h', 'Makefile')
 CHAIN = 'REPRONET_LINKDELAY'
 QUEUE = 0
@@ -67,6 +69,7 @@ RT_PRIORITY = 10            # SCHED_FIFO, below the kernel's own RT threads (50)
 RT_BUDGET_MS = 200          # RLIMIT_RTTIME: this long without blocking drops a daemon to OTHER
 SPIN_US = 100               # the learned busy-poll window's cap, us
 SPIN_CPUS = 0.5             # busy-polling of all daemons together, in CPUs
+VERDICT_BATCH = 64          # release verdicts in one netlink send at most (1: one send each)
 SPIN_PERMILLE_MAX = 250     # and of one daemon, per mille of a CPU
 RT_THROTTLE = '/proc/sys/kernel/sched_rt_runtime_us'
 LATE_SHARE = 0.1            # a run whose mean lateness exceeds this share of its smallest
@@ -108,8 +111,8 @@ def daemon_argv(binary, config, seed, host, receivers, gso):
     return [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(seed),
             '--host-id', str(host_id(host)), '--control-stdin',
             '--rt-priority', str(RT_PRIORITY), '--rt-budget-ms', str(RT_BUDGET_MS),
-            '--spin-us', str(SPIN_US), '--spin-permille', str(spin_permille(receivers))
-            ] + (['--gso'] if gso else [])
+            '--spin-us', str(SPIN_US), '--spin-permille', str(spin_permille(receivers)),
+            '--verdict-batch', str(VERDICT_BATCH)] + (['--gso'] if gso else [])
 
 
 def rules_text(intfs):
@@ -271,7 +274,7 @@ class DaemonSet:
                 'rt_budget_ms': RT_BUDGET_MS, 'rt_runtime_us': throttle,
                 'spin_us_cap': SPIN_US, 'spin_window': 'learned', 'spin_quantile': quantile,
                 'spin_permille': spin_permille(len(self.paths.receivers())),
-                'spin_cpus': SPIN_CPUS, 'queue_reads': 'lazy',
+                'spin_cpus': SPIN_CPUS, 'queue_reads': 'lazy', 'verdict_batch': VERDICT_BATCH,
                 'policy_got': got}
 
     def holds(self):

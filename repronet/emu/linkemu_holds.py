@@ -25,7 +25,7 @@ FIELDS = ('late_us_mean', 'late_us_max', 'late_read_us_mean', 'late_chain_us_mea
           'rt_demoted_after_s', 'forced_sleeps', 'spin_ms', 'spin_us', 'spin_cap_us',
           'spin_permille', 'wake_samples', 'wake_overshoot_us_q', 'wake_overshoot_us_max',
           'late_us_max_at', 'lazy_min_hold_us', 'lazy_off', 'lazy_reads',
-          'queue_wakes')
+          'queue_wakes', 'verdict_batch', 'verdict_sends')
 PARTS = ('read', 'chain', 'wake')
 
 
@@ -53,6 +53,7 @@ def record(daemons, finals, late_share):
     return {'serialised': timed, 'serial_us_mean': serial / timed if timed else None,
             'lazy_reads': sum(r['lazy_reads'] or 0 for r in rows),
             'queue_wakes': sum(r['queue_wakes'] or 0 for r in rows),
+            'verdict_sends': sum(r['verdict_sends'] or 0 for r in rows),
             'late_share': late_share, 'hold_us_min': min(mins) if mins else None,
             'hold_us_max': max(maxes) if maxes else None, 'released': held,
             'late_us_mean': mean, 'late_us_max': max(worst) if worst else None,

@@ -9,7 +9,8 @@
  * one uniform jitter sample per link from the source's own seeded generator, and either drops
  * the packet at once or keeps (deadline, packet id) in a min-heap. A source the table does not
  * know passes at once (counted as unknown). The loop sleeps in ppoll() until the earliest
- * deadline (timer slack 1 ns, CLOCK_MONOTONIC) and then gives NF_ACCEPT. Equal per-source
+ * deadline (timer slack 1 ns, CLOCK_MONOTONIC) and then gives NF_ACCEPT (linkdelay_release.c:
+ * the packets due in one pass go in one netlink send, --verdict-batch). Equal per-source
  * delays keep per-source order (the heap breaks ties by arrival number), so packets are
  * reordered only when jitter is configured, as with netem.
  *
@@ -100,7 +101,7 @@ static uint64_t clock_ns(clockid_t clock)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t now_ns(void)
+uint64_t now_ns(void)
 {
 	return clock_ns(CLOCK_MONOTONIC);
 }
@@ -134,12 +135,6 @@ static uint64_t arrival_ns(struct nfq_data *nfa, uint64_t now)
 	if (age > queued_ns_max)
 		queued_ns_max = age;
 	return now - age;
-}
-
-static void verdict(uint32_t id, uint32_t what)
-{
-	if (nfq_set_verdict(qh, id, what, 0, NULL) < 0)
-		verdict_errors++;
 }
 
 static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_data *nfa, void *data)
@@ -200,43 +195,6 @@ static int on_packet(struct nfq_q_handle *q, struct nfgenmsg *msg, struct nfq_da
 	return 0;
 }
 
-/*
- * Accept every held packet whose deadline has passed. Each one's lateness is counted at its
- * own verdict (a verdict runs the packet through the rest of the stack, which takes a few
- * microseconds, so the later ones of a batch wait for the earlier ones); verdict_ns_sum is
- * the time those verdicts took. The lateness is split three ways, so a report can say where
- * it came from: read (its deadline had passed when the daemon read it from the queue), chain
- * (it waited for earlier verdicts of this pass) and wake (the rest: the pass began late, a
- * timed sleep woke late or the daemon was busy reading). Returns the time after the last
- * verdict.
- */
-static uint64_t release_due(uint64_t now)
-{
-	uint64_t pass = now;
-	while (heap.len && heap.v[0].deadline_ns <= now) {
-		struct ld_held item = ld_heap_pop(&heap);
-		uint64_t late = now - item.deadline_ns, done;
-		uint64_t chain = now - (item.deadline_ns > pass ? item.deadline_ns : pass);
-		uint64_t read = item.read_late_ns < late - chain ? item.read_late_ns : late - chain;
-		late_ns_sum += late;
-		late_chain_ns_sum += chain;
-		late_read_ns_sum += read;
-		late_wake_ns_sum += late - chain - read;
-		late_hist[ld_late_bucket(late)]++;
-		if (late > late_ns_max) {
-			late_ns_max = late;
-			late_max_at_ns = now;
-		}
-		accepted++;
-		released++;
-		verdict(item.id, NF_ACCEPT);
-		done = now_ns();
-		verdict_ns_sum += done - now;
-		now = done;
-	}
-	return now;
-}
-
 int main(int argc, char **argv)
 {
 	const char *config = NULL;
@@ -269,12 +227,16 @@ int main(int argc, char **argv)
 			spin_us = flag_number("--spin-us", argv[++i], LD_MAX_SPIN_US);
 		else if (!strcmp(argv[i], "--spin-permille") && more)
 			spin_permille = flag_number("--spin-permille", argv[++i], 1000);
+		else if (!strcmp(argv[i], "--verdict-batch") && more)
+			verdict_batch = (unsigned)flag_number("--verdict-batch", argv[++i],
+							     LD_VERDICT_BATCH_MAX);
 		else if (!strcmp(argv[i], "--gso"))
 			gso = 1;
 		else if (!strcmp(argv[i], "--control-stdin"))
 			control_stdin = 1;
 		else if (!more && (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--queue") ||
 				   !strcmp(argv[i], "--seed") || !strcmp(argv[i], "--host-id") ||
+				   !strcmp(argv[i], "--verdict-batch") ||
 				   !strncmp(argv[i], "--rt-", 5) || !strncmp(argv[i], "--spin-", 7)))
 			usage("this flag lacks its value: ", argv[i]);
 		else
@@ -284,6 +246,8 @@ int main(int argc, char **argv)
 		usage("--config is required", "");
 	if (!rt_budget_ms)
 		usage("--rt-budget-ms must be at least 1", "");
+	if (!verdict_batch)
+		usage("--verdict-batch must be at least 1", "");
 	if (!(f = fopen(config, "r"))) {
 		fprintf(stderr, "linkdelay: cannot open config %s: %s\n", config, strerror(errno));
 		return 2;
@@ -335,6 +299,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "linkdelay: kernel refused NFQA_CFG_F_GSO, packets arrive segmented\n");
 	nfnl_rcvbufsiz(nfq_nfnlh(h), RCVBUF_BYTES);
 	fd = nfq_fd(h);
+	ld_release_init(qh, fd, queue);
 	printf("{\"event\": \"ready\", \"queue\": %u, \"sources\": %zu, \"seed\": %llu, "
 	       "\"host_id\": %llu, \"gso\": %d, ", queue, table.n, (unsigned long long)seed,
 	       (unsigned long long)host_id, gso);

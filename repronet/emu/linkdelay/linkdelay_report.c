@@ -32,6 +32,8 @@ void print_schedule(void)
 	printf(", \"lazy_min_hold_us\": %.3f, \"lazy_off\": %d, \"lazy_reads\": %llu, "
 	       "\"queue_wakes\": %llu", lazy.min_hold_ns / 1000.0, lazy.off,
 	       (unsigned long long)lazy.reads, (unsigned long long)lazy.woken);
+	printf(", \"verdict_batch\": %u, \"verdict_sends\": %llu", verdict_batch,
+	       (unsigned long long)verdict_sends);
 }
 
 /* Mean over the released packets, in us. */
