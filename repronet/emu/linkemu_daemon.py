@@ -56,7 +56,7 @@ SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'linkdelay
 BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
 # The daemon's C files without netfilter (the unit tests compile them with the check driver).
 CORE_C = ('linkdelay_core.c', 'linkdelay_config.c', 'linkdelay_wire.c', 'linkdelay_sched.c')
-CHECK_C = ('linkdelay_check.c', 'linkdelay_check_wire.c') + CORE_C
+CHECK_C = ('linkdelay_check.c', 'linkdelay_check_wire.c', 'linkdelay_check_sched.c') + CORE_C
 DAEMON_C = ('linkdelay.c', 'linkdelay_release.c', 'linkdelay_report.c') + CORE_C
 SOURCES = DAEMON_C + ('linkdelay_core.h', 'linkdelay_sched.h', 'linkdelay_daemon.h', 'Makefile')
 CHAIN = 'REPRONET_LINKDELAY'
