@@ -185,9 +185,11 @@ def left(plan, done):
     """Return the seconds the experiments not yet run should take: each one's estimate plus
     the median of how much longer the finished ones took than theirs (never less than 0).
 
-    Added, not multiplied: a dry run's estimate counts the points, not building the network,
-    starting the nodes and the analysis, which cost each experiment some tens of seconds
-    whatever its size. In the first emulated smoke run of all five (d249cd8) dht8 took 41 s
+    Added, not multiplied: what a run costs beyond its points (start-up, network, teardown,
+    analysis) does not grow with its size, and a machine busier than the one the estimates
+    were measured on adds to each experiment rather than scaling it. The dry runs' estimates
+    count that part since repronet.run.run_time; before, they counted the points alone. In
+    the first emulated smoke run of all five (d249cd8) dht8 took 41 s
     for 19 estimated and kvload 23 s for 69: scaling by the running ratio said 6:09 left after
     dht8 and 1:14 after kvload with 2:58 and 2:35 left; this says 3:17 and 1:41."""
     pending = [p['estimated_s'] or 0 for p in plan if p['name'] not in done]
