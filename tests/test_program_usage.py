@@ -182,3 +182,36 @@ def test_a_repronet_program_started_wrongly_says_what_it_is_in_one_sentence(prog
 def test_a_repronet_program_still_prints_its_full_usage_on_help(program):
     proc = _run(program, ['--help'])
     assert proc.returncode == 0 and proc.stdout.startswith('usage: '), proc.stderr
+
+
+@pytest.mark.parametrize('argv, called', [
+    (['probe'], ('probe',)),
+    (['signal', 'D', '1-2', 'SIGTERM', 'group'], ('send_signal', 'D', '1-2', 'SIGTERM', 'group')),
+    (['signal', 'D', '1-2', 'SIGKILL'], ('send_signal', 'D', '1-2', 'SIGKILL', 'group')),
+    (['cpu', 'D', '1-2', '1-3'], ('cpu', 'D', ['1-2', '1-3'])),
+    (['listening', 'D', '1-2', '5001', 'udp'], ('listening', 'D', '1-2', 5001, True)),
+    (['listening', 'D', '1-2', '5001'], ('listening', 'D', '1-2', 5001, False)),
+    (['cgroup', 'D', 'create', 'h1', '50000', '100000', '42'],
+     ('cgroup', 'D', 'create', 'h1', 50000, 100000, 42)),
+    (['cgroup', 'D', 'remove', 'h1'], ('cgroup', 'D', 'remove', 'h1')),
+    (['clear', 'D'], ('clear', 'D')),
+])
+def test_the_agent_still_does_what_the_backend_asks(monkeypatch, capsys, argv, called):
+    """Every command line repronet.cluster sends the agent (nodes.py, network.py,
+    placement.py) reaches the same function as before its parser, with the same values
+    (ports and cgroup numbers now as ints, which those functions converted themselves);
+    the first parser refused `cgroup DIR remove NAME`, which the backend sends."""
+    from repronet.cluster import agent
+    seen = []
+
+    def record_call(name):
+        def fake(*args, **kwargs):
+            seen.append((name,) + args + tuple(kwargs.values()))
+            return {}
+        return fake
+
+    monkeypatch.setattr(agent, 'probe', record_call('probe'))
+    for name in ('send_signal', 'cpu', 'listening', 'cgroup', 'clear'):
+        monkeypatch.setattr(agent, name, record_call(name))
+    assert agent.main(argv) == 0
+    assert seen == [called] and capsys.readouterr().out == '{}\n'

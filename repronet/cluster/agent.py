@@ -210,7 +210,7 @@ def _parser():
     sub.add_argument('scope', nargs='?', choices=('group', 'pid'), default='group')
     sub = commands.add_parser('cpu', help='CPU seconds of each TOKEN\'s process')
     sub.add_argument('dir')
-    sub.add_argument('tokens', nargs='*', metavar='TOKEN')
+    sub.add_argument('tokens', nargs='*', default=[], metavar='TOKEN')
     sub = commands.add_parser('listening', help='is PORT bound in TOKEN\'s namespace')
     sub.add_argument('dir')
     sub.add_argument('token')
@@ -221,7 +221,8 @@ def _parser():
     sub.add_argument('dir')
     sub.add_argument('action', choices=('create', 'remove'))
     sub.add_argument('name')
-    sub.add_argument('numbers', nargs='*', type=int, metavar='QUOTA_US PERIOD_US PID')
+    sub.add_argument('numbers', nargs='*', type=int, default=[],
+                     metavar='QUOTA_US PERIOD_US PID')
     for name, what in (('record', 'append the JSON lines on stdin to DIR/state.jsonl'),
                        ('clear', 'remove what DIR/state.jsonl records')):
         commands.add_parser(name, help=what).add_argument('dir')
