@@ -9,7 +9,7 @@ out. A simulated run plays the same points in virtual time: its wall time is a s
 fraction of the emulated points' estimates, and most of it is the fixed part.
 
 Each constant says where it was measured (this project's 2-core machine, 2026-11-27). An
-experiment whose fixed part was measured to differ names it in its own ``fixed_s``.
+experiment measured to differ names its own ``fixed_s`` or ``point_wall``.
 """
 
 # Wall seconds of running the points, per second of the points' estimates.
@@ -34,8 +34,9 @@ POINT_WALL = {'emu': 1.0, 'sim': 0.05}
 FIXED_S = {'emu': 5.0, 'sim': 3.0}
 
 
-def parts(backend, point_seconds, fixed_s=None):
+def parts(backend, point_seconds, fixed_s=None, point_wall=None):
     """Return (the points' wall seconds, the rest of the run's) for a run whose points are
-    estimated at point_seconds; fixed_s: the experiment's own {backend: seconds}, if any."""
-    rest = (fixed_s or {}).get(backend, FIXED_S[backend])
-    return POINT_WALL[backend] * point_seconds, rest
+    estimated at point_seconds; fixed_s and point_wall: the experiment's own {backend:
+    value}, where its measurements differ from FIXED_S and POINT_WALL."""
+    ratio = (point_wall or {}).get(backend, POINT_WALL[backend])
+    return ratio * point_seconds, (fixed_s or {}).get(backend, FIXED_S[backend])

@@ -108,8 +108,9 @@ class Experiment:
     sim_interpreters = ('python3',)     # + 'pypy3': its simulation imports nothing PyPy
                                         # lacks (repronet.run.sim_interpreter)
     child_run_dir = None    # the results folder, when the points ran in such a child
-    fixed_s = {}            # {backend: seconds a run costs beyond its points}, where it
-                            # differs from repronet.run.run_time.FIXED_S
+    fixed_s = {}            # {backend: seconds a run costs beyond its points} and
+    point_wall = {}         # {backend: wall seconds per estimated point second}, where
+                            # measured to differ from repronet.run.run_time's
     analysis_module = None  # e.g. 'analysis.smoke': its build(run_dir) is analyse()
     targets_module = None   # e.g. 'analysis.kvload_report': its targets_text(run_dir)
 
@@ -268,7 +269,8 @@ class Experiment:
                 '[%d]' % point['point'], sweep.describe(point),
                 '~' + ('?' if seconds is None else sweep.format_duration(seconds))])))
         known = [s for s in estimates if s is not None]
-        points_s, rest_s = run_time.parts(params.backend, sum(known), self.fixed_s)
+        points_s, rest_s = run_time.parts(params.backend, sum(known), self.fixed_s,
+                                          self.point_wall)
         total = points_s + rest_s
         print('%d points, estimated %s%s; results in %s' % (
             len(points), sweep.format_duration(total),
