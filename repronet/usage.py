@@ -12,6 +12,10 @@ path on an emulated host (``sys.executable -m nodes....`` from the runner's work
 directory), in the simulator's own process, and on a cluster's other servers from the
 checkout copied there; ``repronet`` never imports ``nodes``.
 
+A program a person never starts (the cluster backend's agent and launcher, the idle-state
+holder) also passes ``about``: what it is and what it wants, added to every refusal, so
+someone who starts it by hand with no or wrong arguments learns why in the same sentence.
+
 Two ways to end, chosen by ``tool``:
 - without it (an experiment's shared command line) ``error`` raises ``UsageError``, which
   ``Experiment.main`` prints as ``NAME: sentence`` after its own checks, and exits 2;
@@ -38,17 +42,21 @@ class UsageParser(argparse.ArgumentParser):
     or not among the choices, and the program's own ``error`` calls) are one sentence
     instead of the whole usage text and then the error; ``--help`` still prints the usage."""
 
-    def __init__(self, *args, tool=None, **kwargs):
+    def __init__(self, *args, tool=None, about=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.tool = tool
+        self.about = about
 
     def add_subparsers(self, **kwargs):
         """Subcommands' parsers end the same way as this one (argparse would make them of
-        this parser's class without ``tool``)."""
-        kwargs.setdefault('parser_class', functools.partial(UsageParser, tool=self.tool))
+        this parser's class without ``tool`` and ``about``)."""
+        kwargs.setdefault('parser_class', functools.partial(UsageParser, tool=self.tool,
+                                                            about=self.about))
         return super().add_subparsers(**kwargs)
 
     def error(self, message):
+        if self.about:
+            message = '%s (%s)' % (message.rstrip().rstrip('.'), self.about)
         if self.tool is None:
             raise UsageError('%s; %s --help lists the options' % (message, self.prog))
         sys.stderr.write('%s: %s.\n' % (self.tool, message.rstrip().rstrip('.')))

@@ -121,3 +121,97 @@ def test_the_runners_own_child_started_by_hand_says_so_in_one_sentence():
         proc = _run('-m repronet.run.sim_interpreter', argv)
         _one_sentence(proc)
         assert '--sim-interpreter' in proc.stderr
+
+
+# repronet's own programs, found by a ``__main__`` line at the start of a line (runner.py's
+# is an example in its docstring): each wrong command line is one the program refuses before
+# it does anything, so none acts even as root (no signal, no cgroup, no namespace, no fork).
+INTERNAL_WRONG = {
+    'repronet.cluster.agent': [[], ['frob'], ['signal', MISSING, 't'],
+                               ['signal', MISSING, 't', 'TERM'],
+                               ['listening', MISSING, 't', 'port'],
+                               ['cgroup', MISSING, 'create', 'n', '1']],
+    'repronet/cluster/launch.py': [[], ['--dir', MISSING, '--token', 't'],
+                                   ['--dir', MISSING, '--', 'true'],
+                                   ['--frob', '1', '--dir', MISSING, '--token', 't', '--',
+                                    'true']],
+    # without arguments it serves (as root): only wrong ones here
+    'repronet.cluster.nsserver': [['--frob'], ['serve'], ['--']],
+    'repronet.emu.capabilities': [['--no-such-flag']],
+    'repronet.emu.cpuidle': [[], ['sleep'], ['poll', 'x']],
+    'repronet.run.provenance': [['--frob']],
+    'repronet.run.sim_interpreter': [[], ['--no-such-flag']],
+}
+
+
+def _repronet_programs():
+    """python -m names (or, for launch.py, run as a script by path) of repronet's programs."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(ROOT, 'repronet', '**', '*.py'), recursive=True)):
+        with open(path, encoding='utf-8') as f:
+            if not any(line.startswith("if __name__ == '__main__':") for line in f):
+                continue
+        relative = os.path.relpath(path, ROOT)
+        module = relative[:-3].replace(os.sep, '.')
+        if module == 'repronet.__main__':
+            continue        # the repronet command: tests/test_cli.py
+        found.append(relative if module == 'repronet.cluster.launch' else module)
+    return found
+
+
+def test_every_repronet_program_has_wrong_command_lines_here():
+    assert sorted(INTERNAL_WRONG) == sorted(_repronet_programs())
+
+
+@pytest.mark.parametrize('program, argv', [
+    (program, argv) for program, argvs in sorted(INTERNAL_WRONG.items()) for argv in argvs])
+def test_a_repronet_program_started_wrongly_says_what_it_is_in_one_sentence(program, argv):
+    """The agent, the launcher, the namespace server and the idle-state holder are started by
+    the cluster backend, not by people; started by hand with no or wrong arguments, each
+    names itself and what it wants in one sentence, exit 2, no traceback (the agent without
+    a command was an IndexError, the launcher and cpuidle a usage line with exit 1, the
+    provenance printer ignored what it was given)."""
+    proc = _run(program, argv)
+    _one_sentence(proc)
+    name = program.split('/')[-1] if program.endswith('.py') else program
+    assert proc.stderr.startswith(name + ': '), proc.stderr
+
+
+@pytest.mark.parametrize('program', sorted(set(INTERNAL_WRONG) - {
+    'repronet.run.sim_interpreter'}))       # the runner's child: SCRIPT CLASS OUT ARGV..., no flags
+def test_a_repronet_program_still_prints_its_full_usage_on_help(program):
+    proc = _run(program, ['--help'])
+    assert proc.returncode == 0 and proc.stdout.startswith('usage: '), proc.stderr
+
+
+@pytest.mark.parametrize('argv, called', [
+    (['probe'], ('probe',)),
+    (['signal', 'D', '1-2', 'SIGTERM', 'group'], ('send_signal', 'D', '1-2', 'SIGTERM', 'group')),
+    (['signal', 'D', '1-2', 'SIGKILL'], ('send_signal', 'D', '1-2', 'SIGKILL', 'group')),
+    (['cpu', 'D', '1-2', '1-3'], ('cpu', 'D', ['1-2', '1-3'])),
+    (['listening', 'D', '1-2', '5001', 'udp'], ('listening', 'D', '1-2', 5001, True)),
+    (['listening', 'D', '1-2', '5001'], ('listening', 'D', '1-2', 5001, False)),
+    (['cgroup', 'D', 'create', 'h1', '50000', '100000', '42'],
+     ('cgroup', 'D', 'create', 'h1', 50000, 100000, 42)),
+    (['cgroup', 'D', 'remove', 'h1'], ('cgroup', 'D', 'remove', 'h1')),
+    (['clear', 'D'], ('clear', 'D')),
+])
+def test_the_agent_still_does_what_the_backend_asks(monkeypatch, capsys, argv, called):
+    """Every command line repronet.cluster sends the agent (nodes.py, network.py,
+    placement.py) reaches the same function as before its parser, with the same values
+    (ports and cgroup numbers now as ints, which those functions converted themselves);
+    the first parser refused `cgroup DIR remove NAME`, which the backend sends."""
+    from repronet.cluster import agent
+    seen = []
+
+    def record_call(name):
+        def fake(*args, **kwargs):
+            seen.append((name,) + args + tuple(kwargs.values()))
+            return {}
+        return fake
+
+    monkeypatch.setattr(agent, 'probe', record_call('probe'))
+    for name in ('send_signal', 'cpu', 'listening', 'cgroup', 'clear'):
+        monkeypatch.setattr(agent, name, record_call(name))
+    assert agent.main(argv) == 0
+    assert seen == [called] and capsys.readouterr().out == '{}\n'

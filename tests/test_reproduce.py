@@ -31,9 +31,10 @@ def run(*args, timeout=600):
 
 
 @pytest.mark.parametrize('args, said', [
-    (['--only', 'dht9'], "--only takes experiments from dht8, kvload, transfer, kvscale, rudp, "
-                         "each once, not 'dht9'"),
-    (['--only', 'dht8,,rudp'], '--only takes experiments from '),
+    (['--only', 'dht9'], "argument --only: takes experiments from dht8, kvload, transfer, "
+                         "kvscale, rudp, each once, not 'dht9'; repronet reproduce --help"),
+    (['--only', 'dht8,,rudp'], 'argument --only: takes experiments from '),
+    (['--only', 'rudp,rudp'], 'argument --only: takes experiments from '),
     (['--only', 'dht8', '--only', 'rudp'], '--only is given twice'),
     (['--out', '--dry-run'], 'argument --out: expected one argument; repronet reproduce --help '
                              'lists the options'),
@@ -44,7 +45,11 @@ def run(*args, timeout=600):
                           "'default', 'seed')"),
     (['--backend', 'ns3'], "argument --backend: invalid choice: 'ns3' (choose from 'emu', "
                            "'sim')"),
-    (['--seed', 'x'], "--seed must be a whole number, not 'x'"),
+    (['--seed', 'x'], "argument --seed: must be a whole number, not 'x'; repronet reproduce "
+                      "--help lists the options"),
+    (['--seed=-1'], "argument --seed: must be a whole number, not '-1'"),
+    (['--scale', 'smoke', '--scale=seed'], '--scale is given twice; repronet reproduce --help'),
+    (['--', '-h'], "-h is reproduce's own flag"),
     (['--frob'], 'unrecognized arguments: --frob; repronet reproduce --help lists the options'),
     (['--sc', 'smoke'], 'unrecognized arguments: --sc smoke'),     # no abbreviations
     (['--dry-run', '--dry-run'], '--dry-run is given twice'),
@@ -75,8 +80,23 @@ def test_flags_parse_as_argparse_does_on_the_scripts_one_sentence_parser(tmp_pat
     assert {k: opts[k] for k in ('scale', 'backend', 'only', 'seed', 'dry_run', 'extra')} == {
         'scale': 'smoke', 'backend': 'sim', 'only': ['dht8', 'rudp'], 'seed': '3',
         'dry_run': False, 'extra': ['--repeat', '2']}
-    with pytest.raises(reproduce.UsageError, match='^--backend is given twice$'):
+    with pytest.raises(reproduce.UsageError, match='^--backend is given twice; '):
         reproduce.parse(['--backend=sim', '--backend', 'emu'])
+
+
+@pytest.mark.parametrize('args, said', [
+    (['--seed', '1e3'], "^argument --seed: must be a whole number, not '1e3'; "),
+    (['--dry-run', '--dry-run'], '^--dry-run is given twice; '),
+    (['--out', 'a', '--out', 'b'], '^--out is given twice; '),
+    (['--only', 'rudp,dht9'], '^argument --only: takes experiments from dht8, '),
+])
+def test_the_parser_itself_refuses_what_argparse_can_check(args, said):
+    """A wrong --seed or --only and a flag given twice are refused by reproduce's argparse
+    parser (types and an action), not by checks written beside it: the parser alone says
+    the sentence (the old one took --seed 1e3, --dry-run twice and --only rudp,dht9)."""
+    with pytest.raises(reproduce.UsageError, match=said):
+        reproduce._parser().parse_args(args)
+    assert reproduce._parser().parse_args(['--only', 'rudp,dht8']).only == ['dht8', 'rudp']
 
 
 @pytest.mark.parametrize('args', [['--help'], ['--backend', 'sim', '-h']])

@@ -265,4 +265,7 @@ def test_dry_run_lists_points_time_and_needs_no_root(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[:3] == ['[0] ~0:00:02', '[1] ~0:00:02', '[2] ~0:00:02']
-    assert lines[3].startswith('3 points, estimated 0:00:04; results in results/tiny-')
+    # the points' 4.5 s and what a run costs beyond them (repronet.run.run_time)
+    assert lines[3].startswith('3 points, estimated 0:00:10; results in results/tiny-')
+    assert lines[4] == ('of which the points ~0:00:04, the rest (start-up, network, teardown, '
+                        'analysis) ~0:00:05')

@@ -27,11 +27,14 @@
   test it shares the runner's kernel and PID space.
 """
 
+import argparse
 import json
 import os
 import shutil
 import signal
 import sys
+
+from repronet.usage import UsageParser
 
 
 def _pid(folder, token):
@@ -183,25 +186,68 @@ def clear(folder):
     return {'done': done}
 
 
+ABOUT = ("the cluster backend's helper, run over ssh on another server as COMMAND ARGS; "
+         '--help lists the commands')
+
+
+def _signal_name(text):
+    """signal's type: a signal's name (SIGTERM), as the runner sends it."""
+    if not text.startswith('SIG') or not isinstance(getattr(signal, text, None), signal.Signals):
+        raise argparse.ArgumentTypeError('%r is not a signal name such as SIGTERM' % text)
+    return text
+
+
+def _parser():
+    """The commands and their arguments, on the one-sentence parser (repronet.usage)."""
+    parser = UsageParser(prog='python3 -m repronet.cluster.agent', tool='repronet.cluster.agent',
+                         about=ABOUT, description=__doc__.split('\n\n')[0])
+    commands = parser.add_subparsers(dest='command', required=True, metavar='COMMAND')
+    commands.add_parser('probe', help='this server\'s provenance and capabilities')
+    sub = commands.add_parser('signal', help='signal the group (or the process) of TOKEN')
+    sub.add_argument('dir')
+    sub.add_argument('token')
+    sub.add_argument('signame', type=_signal_name, metavar='SIGNAL')
+    sub.add_argument('scope', nargs='?', choices=('group', 'pid'), default='group')
+    sub = commands.add_parser('cpu', help='CPU seconds of each TOKEN\'s process')
+    sub.add_argument('dir')
+    sub.add_argument('tokens', nargs='*', default=[], metavar='TOKEN')
+    sub = commands.add_parser('listening', help='is PORT bound in TOKEN\'s namespace')
+    sub.add_argument('dir')
+    sub.add_argument('token')
+    sub.add_argument('port', type=int)
+    sub.add_argument('udp', nargs='?', choices=('udp',))
+    sub = commands.add_parser('cgroup', help='create NAME QUOTA_US PERIOD_US PID, or remove '
+                                             'NAME')
+    sub.add_argument('dir')
+    sub.add_argument('action', choices=('create', 'remove'))
+    sub.add_argument('name')
+    sub.add_argument('numbers', nargs='*', type=int, default=[],
+                     metavar='QUOTA_US PERIOD_US PID')
+    for name, what in (('record', 'append the JSON lines on stdin to DIR/state.jsonl'),
+                       ('clear', 'remove what DIR/state.jsonl records')):
+        commands.add_parser(name, help=what).add_argument('dir')
+    return parser
+
+
 def main(argv):
-    command, args = argv[0], argv[1:]
-    if command == 'probe':
+    opts = _parser().parse_args(argv)
+    if opts.command == 'cgroup' and len(opts.numbers) != (3 if opts.action == 'create' else 0):
+        _parser().error('cgroup DIR create takes NAME QUOTA_US PERIOD_US PID, cgroup DIR '
+                        'remove takes NAME alone')
+    if opts.command == 'probe':
         answer = probe()
-    elif command == 'signal':
-        answer = send_signal(*args)
-    elif command == 'cpu':
-        answer = cpu(args[0], args[1:])
-    elif command == 'listening':
-        answer = listening(args[0], args[1], args[2], udp=args[3:] == ['udp'])
-    elif command == 'cgroup':
-        answer = cgroup(*args)
-    elif command == 'record':
-        answer = record(args[0], sys.stdin)
-    elif command == 'clear':
-        answer = clear(args[0])
+    elif opts.command == 'signal':
+        answer = send_signal(opts.dir, opts.token, opts.signame, opts.scope)
+    elif opts.command == 'cpu':
+        answer = cpu(opts.dir, opts.tokens)
+    elif opts.command == 'listening':
+        answer = listening(opts.dir, opts.token, opts.port, udp=opts.udp == 'udp')
+    elif opts.command == 'cgroup':
+        answer = cgroup(opts.dir, opts.action, opts.name, *opts.numbers)
+    elif opts.command == 'record':
+        answer = record(opts.dir, sys.stdin)
     else:
-        print('agent: unknown command %r' % command, file=sys.stderr)
-        return 2
+        answer = clear(opts.dir)
     print(json.dumps(answer))
     return 0
 

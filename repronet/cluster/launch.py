@@ -34,30 +34,39 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:        # run as a script: import from this checkout
     sys.path.insert(0, REPO)
 from repronet.run.pids import signal_group, start_time  # noqa: E402
+from repronet.usage import UsageParser  # noqa: E402
 
 GRACE = 3.0
 TICK = 0.2
 
 
+def _parser():
+    """The flags before ``--``, on the one-sentence parser (repronet.usage)."""
+    parser = UsageParser(
+        prog='python3 repronet/cluster/launch.py', tool='launch.py', allow_abbrev=False,
+        about="the cluster backend's launcher, run over ssh on another server as --dir D "
+              '--token T [--ns PID] [--cwd C] [--cgroup PROCS] [--env K=V ...] -- ARGV',
+        description=__doc__.split('\n\n')[0])
+    parser.add_argument('--dir', required=True, help='folder of the pid files and state.jsonl')
+    parser.add_argument('--token', required=True, help='name of this process in --dir')
+    parser.add_argument('--ns', help='PID of the emulated host whose namespaces it joins')
+    parser.add_argument('--cwd', help='working directory')
+    parser.add_argument('--cgroup', help='cgroup.procs file it joins before exec')
+    parser.add_argument('--env', action='append', default=[], metavar='K=V',
+                        help='environment variable (repeatable)')
+    return parser
+
+
 def _parse(argv):
-    """Return (options dict, command argv)."""
-    if '--' not in argv:
-        raise SystemExit('launch.py: usage: --dir D --token T [--ns PID] [--cwd C] '
-                         '[--cgroup PROCS] [--env K=V ...] -- ARGV')
-    i = argv.index('--')
-    opts, command, env = {}, argv[i + 1:], {}
-    flags = argv[:i]
-    while flags:
-        flag, value = flags.pop(0), flags.pop(0)
-        if flag == '--env':
-            key, _, val = value.partition('=')
-            env[key] = val
-        else:
-            opts[flag.lstrip('-')] = value
-    opts['env'] = env
-    if not command or 'dir' not in opts or 'token' not in opts:
-        raise SystemExit('launch.py: --dir, --token and a command are required')
-    return opts, command
+    """Return (options dict, command argv). The split at ``--`` is done here: argparse
+    would read the command's own flags as launch.py's."""
+    i = argv.index('--') if '--' in argv else len(argv)
+    parser = _parser()
+    opts, command = vars(parser.parse_args(argv[:i])), argv[i + 1:]
+    if not command:
+        parser.error('give the command to start after --')
+    opts['env'] = dict(value.partition('=')[::2] for value in opts['env'])
+    return {k: v for k, v in opts.items() if v is not None}, command
 
 
 def _child(opts, command):

@@ -38,6 +38,7 @@ import sys
 import time
 
 from repronet.run import namespaces
+from repronet.usage import UsageParser
 
 PREFIX = 'rnsrv-'
 KEY_ROOT = '/var/tmp/repronet-nsserver'
@@ -319,10 +320,17 @@ def main(argv=None):
     """Serve a namespace server until SIGINT/SIGTERM, or (``-- CMD ...``) while CMD runs
     with REPRONET_SSH_CONFIG and REPRONET_NSSERVER (the server's name) set."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv and (argv[0] != '--' or len(argv) < 2):
-        print('usage: python3 -m repronet.cluster.nsserver [-- CMD ARG...] (without CMD it '
-              'serves until Ctrl-C)', file=sys.stderr)
-        return 2
+    parser = UsageParser(
+        prog='python3 -m repronet.cluster.nsserver', tool='repronet.cluster.nsserver',
+        usage='%(prog)s [-- CMD ARG...]', allow_abbrev=False,
+        about='a second machine on this one for the cluster tests, as root: without '
+              'arguments it serves until Ctrl-C, with -- CMD ARG... while CMD runs',
+        description=__doc__.split('\n\n')[0])
+    # argparse reads only the flags before --; what follows is CMD's, unread
+    head = argv[:argv.index('--')] if '--' in argv else argv
+    parser.parse_args(head)
+    if argv and argv[1:] == []:
+        parser.error('-- needs a command after it')
     if os.geteuid() != 0:
         print('nsserver: needs root (it makes a network namespace)', file=sys.stderr)
         return 1

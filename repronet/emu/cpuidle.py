@@ -132,7 +132,19 @@ def hold_until_eof(mode, stdin, stdout):
     stdout.flush()
 
 
+def main(argv):
+    """``python3 -m repronet.emu.cpuidle MODE``: MODE on the one-sentence parser, then
+    hold_until_eof."""
+    from repronet.usage import UsageParser
+    parser = UsageParser(
+        prog='python3 -m repronet.emu.cpuidle', tool='repronet.emu.cpuidle',
+        about="the cluster backend's idle-state holder, run over ssh on another server: it "
+              'holds MODE until its stdin ends, then prints the record',
+        description=hold_until_eof.__doc__.split('\n')[0])
+    parser.add_argument('mode', choices=MODES, metavar='MODE', help=' or '.join(MODES))
+    hold_until_eof(parser.parse_args(argv).mode, sys.stdin, sys.stdout)
+    return 0
+
+
 if __name__ == '__main__':
-    if len(sys.argv) != 2 or sys.argv[1] not in MODES:
-        sys.exit('usage: python3 -m repronet.emu.cpuidle %s' % '|'.join(MODES))
-    hold_until_eof(sys.argv[1], sys.stdin, sys.stdout)
+    sys.exit(main(sys.argv[1:]))

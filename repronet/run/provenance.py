@@ -165,5 +165,11 @@ def collect(repo_dir):
 
 if __name__ == '__main__':
     import json
+    from repronet.usage import UsageParser
+    UsageParser(prog='python3 -m repronet.run.provenance', tool='repronet.run.provenance',
+                about='it takes no arguments and prints, as JSON, the provenance a results '
+                      "folder's manifest records for this machine and checkout",
+                description='Print this machine\'s and checkout\'s provenance as JSON (what '
+                            'a manifest records).').parse_args()
     print(json.dumps(collect(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                      indent=2, sort_keys=True))

@@ -64,58 +64,78 @@ Each experiment first gets --dry-run with its flags, so a wrong one stops everyt
 anything is built. Ctrl-C or SIGTERM stops the running experiment (it cleans up) and starts no
 other. Exit status: 0 all ok, 1 one failed, 2 wrong arguments, 130/143 interrupted."""
 PR_SET_PDEATHSIG = 1
-OWN_FLAGS = ('--scale', '--backend', '--only', '--out', '--seed', '--dry-run', '--help', '-h')
+NAMES = tuple(name for _, name, _ in SEEDS)
+
+
+class _Once(argparse.Action):
+    """Store a flag's value, or True for a flag without one, refusing the flag's second
+    appearance (argparse would let the last one win without a word)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault('_given', set())
+        if self.dest in seen:
+            raise argparse.ArgumentError(None, '%s is given twice' % self.option_strings[0])
+        seen.add(self.dest)
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+
+def _seed(text):
+    """--seed's type: the digits as given (each experiment reads them itself)."""
+    if not re.fullmatch(r'[0-9]{1,18}', text):
+        raise argparse.ArgumentTypeError('must be a whole number, not %r' % text)
+    return text
+
+
+def _only(text):
+    """--only's type: the experiments it names, in the seeds' order, each one of NAMES once."""
+    picked = [n.strip() for n in text.split(',')]
+    if [n for n in picked if n not in NAMES] or len(set(picked)) != len(picked):
+        raise argparse.ArgumentTypeError('takes experiments from %s, each once, not %r' % (
+            ', '.join(NAMES), text))
+    return [n for n in NAMES if n in picked]
 
 
 def _parser():
     """reproduce's own flags on the one-sentence parser every program uses (repronet.usage):
-    argparse refuses unknown flags, missing values and values off the choices; --help
-    prints USAGE and HELP. No abbreviations: --sc is not --scale."""
+    argparse refuses unknown flags, missing values, values off the choices or not of their
+    type, and a flag given twice; --help prints USAGE and HELP. No abbreviations: --sc is
+    not --scale."""
     parser = UsageParser(
         prog='repronet reproduce', usage=USAGE[len('usage: '):], description=HELP.strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False,
         add_help=False)
     parser.add_argument('-h', '--help', action='help', help=argparse.SUPPRESS)
-    for flag, choices, default in (('--scale', SCALES, 'default'), ('--backend', BACKENDS, 'emu'),
-                                   ('--only', None, None), ('--out', None, None),
-                                   ('--seed', None, None)):
-        parser.add_argument(flag, choices=choices, default=default, help=argparse.SUPPRESS)
-    parser.add_argument('--dry-run', action='store_true', help=argparse.SUPPRESS)
+    for flag, kind, choices, default in (
+            ('--scale', None, SCALES, 'default'), ('--backend', None, BACKENDS, 'emu'),
+            ('--only', _only, None, list(NAMES)), ('--out', None, None, None),
+            ('--seed', _seed, None, None)):
+        parser.add_argument(flag, action=_Once, type=kind, choices=choices, default=default,
+                            help=argparse.SUPPRESS)
+    parser.add_argument('--dry-run', action=_Once, nargs=0, default=False,
+                        help=argparse.SUPPRESS)
     return parser
-
-
-def _only(value, names):
-    """The experiments --only names, in the seeds' order; UsageError unless each is one
-    of names, once."""
-    picked = [n.strip() for n in value.split(',')]
-    if [n for n in picked if n not in names] or len(set(picked)) != len(picked):
-        raise UsageError('--only takes experiments from %s, each once, not %r' % (
-            ', '.join(names), value))
-    return [n for n in names if n in picked]
 
 
 def parse(argv):
     """Return the options as a dict; UsageError for anything wrong.
 
     Flags after ``--`` go to every experiment, unread, except reproduce's own (it sets
-    them itself); each of reproduce's flags may be given once."""
+    them itself). The split at ``--`` and that refusal stay here: argparse (3.11) cannot
+    give a positional everything after ``--`` once an optional came first, and would
+    take a stray word before ``--`` for an experiment's flag. What cannot be known from
+    the flags alone (a folder that holds a run, the emulation without root) is checked
+    after the parse."""
     argv = list(argv)
     extra = argv[argv.index('--') + 1:] if '--' in argv else []
     argv = argv[:argv.index('--')] if '--' in argv else argv
+    parser = _parser()
     for flag in extra:
-        if flag.split('=')[0] in OWN_FLAGS:
+        if flag.split('=')[0] in parser._option_string_actions:
             raise UsageError('%s is reproduce\'s own flag: give it before --, not after '
                              '(flags after -- go to every experiment)' % flag.split('=')[0])
-    given = [a.split('=')[0] for a in argv if a.split('=')[0] in OWN_FLAGS]
-    twice = sorted({f for f in given if given.count(f) > 1}, key=given.index)
-    if twice:
-        raise UsageError('%s is given twice' % twice[0])
-    opts = vars(_parser().parse_args(argv))
-    names = [name for _, name, _ in SEEDS]
-    opts.update(only=names if opts['only'] is None else _only(opts['only'], names),
-                extra=extra)
-    if opts['seed'] is not None and not re.fullmatch(r'[0-9]{1,18}', opts['seed']):
-        raise UsageError('--seed must be a whole number, not %r' % opts['seed'])
+    opts = vars(parser.parse_args(argv))
+    opts.pop('_given', None)
+    opts['extra'] = extra
     if opts['out'] is None:
         opts['out'] = results.default_out('seeds')
     problem = results.out_problem(opts['out'])
@@ -165,9 +185,11 @@ def left(plan, done):
     """Return the seconds the experiments not yet run should take: each one's estimate plus
     the median of how much longer the finished ones took than theirs (never less than 0).
 
-    Added, not multiplied: a dry run's estimate counts the points, not building the network,
-    starting the nodes and the analysis, which cost each experiment some tens of seconds
-    whatever its size. In the first emulated smoke run of all five (d249cd8) dht8 took 41 s
+    Added, not multiplied: what a run costs beyond its points (start-up, network, teardown,
+    analysis) does not grow with its size, and a machine busier than the one the estimates
+    were measured on adds to each experiment rather than scaling it. The dry runs' estimates
+    count that part since repronet.run.run_time; before, they counted the points alone. In
+    the first emulated smoke run of all five (d249cd8) dht8 took 41 s
     for 19 estimated and kvload 23 s for 69: scaling by the running ratio said 6:09 left after
     dht8 and 1:14 after kvload with 2:58 and 2:35 left; this says 3:17 and 1:41."""
     pending = [p['estimated_s'] or 0 for p in plan if p['name'] not in done]

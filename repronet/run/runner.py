@@ -82,8 +82,8 @@ import pathlib
 import sys
 import traceback
 
-from repronet.run import (backends, leftovers, options, point_loop, results, sim_interpreter,
-                          sweep)
+from repronet.run import (backends, leftovers, options, point_loop, results,
+                          run_time, sim_interpreter, sweep)
 from repronet.run.context import RunContext
 from repronet.run.signals import Interrupted, SignalGuard
 
@@ -108,6 +108,9 @@ class Experiment:
     sim_interpreters = ('python3',)     # + 'pypy3': its simulation imports nothing PyPy
                                         # lacks (repronet.run.sim_interpreter)
     child_run_dir = None    # the results folder, when the points ran in such a child
+    fixed_s = {}            # {backend: seconds a run costs beyond its points} and
+    point_wall = {}         # {backend: wall seconds per estimated point second}, where
+                            # measured to differ from repronet.run.run_time's
     analysis_module = None  # e.g. 'analysis.smoke': its build(run_dir) is analyse()
     targets_module = None   # e.g. 'analysis.kvload_report': its targets_text(run_dir)
 
@@ -257,24 +260,30 @@ class Experiment:
         """Print the points, the estimated time and the disk; return 0.
 
         With PLAN_ENV naming a file, also write the plan there as JSON for a program
-        (``repronet reproduce``): {points, estimated_s (of the points with an estimate),
-        unestimated, out, disk: [[path, bytes]]}; the text above stays for people."""
+        (``repronet reproduce``): {points, estimated_s (the whole run's wall seconds: the
+        points with an estimate and the rest, repronet.run.run_time), unestimated, out,
+        disk: [[path, bytes]]}; the text above stays for people."""
         estimates = [self.estimate(params, p) for p in points]
         for point, seconds in zip(points, estimates):
             print(' '.join(filter(None, [
                 '[%d]' % point['point'], sweep.describe(point),
                 '~' + ('?' if seconds is None else sweep.format_duration(seconds))])))
         known = [s for s in estimates if s is not None]
+        points_s, rest_s = run_time.parts(params.backend, sum(known), self.fixed_s,
+                                          self.point_wall)
+        total = points_s + rest_s
         print('%d points, estimated %s%s; results in %s' % (
-            len(points), sweep.format_duration(sum(known)),
+            len(points), sweep.format_duration(total),
             '' if len(known) == len(points) else ' (%d points without an '
             'estimate)' % (len(points) - len(known)), params.out))
+        print('of which the points ~%s, the rest (start-up, network, teardown, analysis) '
+              '~%s' % (sweep.format_duration(points_s), sweep.format_duration(rest_s)))
         disk = list(self.disk(params))
         for path, nbytes in disk:
             print('writes %.1f MB in %s' % (nbytes / 1e6, path))
         if os.environ.get(PLAN_ENV):
             with open(os.environ[PLAN_ENV], 'w', encoding='utf-8') as f:
-                json.dump({'points': len(points), 'estimated_s': sum(known),
+                json.dump({'points': len(points), 'estimated_s': total,
                            'unestimated': len(points) - len(known), 'out': str(params.out),
                            'disk': [[str(p), n] for p, n in disk]}, f)
         return 0
