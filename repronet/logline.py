@@ -38,6 +38,23 @@ def line(t, event, fields):
     return text + '}\n'
 
 
+def record(rec):
+    """line() of a record that holds its own ``t`` and ``event`` (a client's op record):
+    the same bytes as ``line(rec['t'], rec['event'], the other fields in order)``, which is
+    what ``log.write(**rec)`` wrote, without building two dicts of keywords per record (the
+    simulator writes one record per operation of every client)."""
+    text = '{"t":' + _time(rec['t']) + ',"event":' + _value(rec['event'])
+    keys = _KEYS
+    for name, value in rec.items():
+        if name == 't' or name == 'event':
+            continue
+        key = keys.get(name)
+        if key is None:
+            key = _key(name)
+        text += key + _value(value)
+    return text + '}\n'
+
+
 def _time(t):
     """repr(round(t, 6)), as json writes it, for a float t in [1e-4, 2**32) the cheap way:
     '%.6f' rounds as round() does (the same correctly rounded conversion), and the double

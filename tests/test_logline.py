@@ -36,6 +36,22 @@ def test_a_record_is_the_line_json_dumps_writes(t, event, fields):
     assert logline.line(t, event, fields) == _expected(t, event, fields)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.floats(0, 1e7), st.integers(0, 10 ** 6)), st.text(),
+       st.dictionaries(_KEYS, _VALUES, max_size=8), st.integers(0, 8), st.integers(0, 8))
+def test_a_record_holding_its_t_and_event_is_the_line_write_wrote(t, event, fields, at_t,
+                                                                  at_event):
+    """logline.record(rec) (a client's op records) writes what log.write(**rec) wrote,
+    wherever t and event stand in the record."""
+    fields.pop('t', None)
+    fields.pop('event', None)
+    items = list(fields.items())
+    items.insert(min(at_t, len(items)), ('t', t))
+    items.insert(min(at_event, len(items)), ('event', event))
+    rec = dict(items)
+    assert logline.record(rec) == logline.line(t, event, fields) == _expected(t, event, fields)
+
+
 def test_the_awkward_values_one_by_one():
     awkward = {'nan': math.nan, 'inf': math.inf, 'minus_inf': -math.inf, 'true': True,
                'false': False, 'none': None, 'big': 10 ** 30, 'neg': -5, 'tiny': 1e-300,

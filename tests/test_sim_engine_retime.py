@@ -24,8 +24,8 @@ STEPS = st.lists(st.one_of(
 class _Side:
     """One engine, its handles and what its callbacks saw."""
 
-    def __init__(self, moves):
-        self.engine, self.moves, self.handles, self.seen = Engine(), moves, [], []
+    def __init__(self, moves, kind=Engine):
+        self.engine, self.moves, self.handles, self.seen = kind(), moves, [], []
 
     def note(self, tag):
         self.seen.append((self.engine.now, tag))

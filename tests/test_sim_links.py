@@ -261,3 +261,30 @@ def test_each_direction_has_its_own_parameters_and_records():
                                   ('h2', 'h1', 10, 7.0, 2.0, 'sim')]
     assert net.ports[('h1', 'h2')].record() == {'src': 'h1', 'dst': 'h2', 'packets': 1,
                                                 'dropped': 0, 'overflow': 0, 'bytes': 1200}
+
+
+def test_send_path_with_the_route_is_send_train_and_no_route_is_lost_now():
+    """A stream keeps its route and sends along it (Network.send_path): the same arrivals,
+    losses and jitter draws as send_train looking the route up each time."""
+    from repronet.sim.links import Outcomes
+    links = [('h1', 's1', {'bw': 10, 'delay': '1ms', 'jitter': '0.5ms', 'loss': 20}),
+             ('s1', 'h2', {'bw': 5, 'delay': '2ms'}), ('h3', 's9', {})]
+    fates = []
+    for by_path in (False, True):
+        net, seen = _network(links, seed=7), []
+        path = net.route('h1', 'h2')
+        for i in range(40):
+            train = Outcomes(lambda t, i=i: seen.append(('arrived', i, t)),
+                             lambda t, i=i: seen.append(('lost', i, t)),
+                             lambda t, m, i=i: seen.append(('partial', i, t, m)), 1 + i % 5)
+            if by_path:
+                net.send_path(path, 1500 * train.packets, train)
+            else:
+                net.send_train('h1', 'h2', 1500 * train.packets, train)
+        net.engine.run()
+        fates.append(seen)
+    assert fates[0] == fates[1] and len(fates[0]) == 40
+    net, seen = _network(links), []
+    net.send_path(net.route('h1', 'h3'), 100, Outcomes(seen.append, seen.append, None, 1))
+    net.engine.run()
+    assert net.route('h1', 'h3') is None and seen == [0.0]

@@ -70,7 +70,7 @@ def report(log, error, args, routing, core, ops, elapsed, done, removed=0):
             ', removed %d unfinished download(s)' % removed if removed else ''))
     count, ok, nbytes = totals(core.records, ops, core.results)
     for rec in core.records:
-        log.write(**rec)
+        log.record(rec)
     log.write('summary', flush=True, name=args.name, op=args.op, batch=args.batch,
               window=args.window, replicas=routing.replicas, count=count, ok=ok,
               failed=count - ok, elapsed=round(elapsed, 6), bytes=nbytes,
@@ -92,9 +92,6 @@ def lost_reason(conn, why):
     return what + (': %s' % why if why else '')
 
 
-_HANDLERS = {}        # (driver class, action class) -> the driver's method for it
-
-
 class ClientDriving:
     """Carries out a ClientOps core's actions; a driver subclasses it with now(),
     _connect(act), _send(act), _close(act) and arm(when) (the one timer, at when or none)."""
@@ -107,6 +104,7 @@ class ClientDriving:
         self.files = {}         # op id -> (file object, temporary path)
         self._seq = 0
         self.closed = False     # after discard(), late bytes must not reopen a temporary file
+        self._handlers = {}     # action class -> this driver's class's method for it
 
     def feed(self, conn, data):
         """Bytes arrived on conn."""
@@ -132,15 +130,16 @@ class ClientDriving:
 
     def pump(self):
         """Carry out what the core asked for, then re-arm the timer."""
+        handlers = self._handlers
         while True:
             acts = self.core.actions()
             if not acts:
                 break
             for act in acts:
-                key = (type(self), type(act))
-                handler = _HANDLERS.get(key)
+                handler = handlers.get(type(act))
                 if handler is None:         # each action class maps to '_' + its name
-                    handler = _HANDLERS[key] = getattr(key[0], '_' + key[1].__name__.lower())
+                    handler = handlers[type(act)] = getattr(
+                        type(self), '_' + type(act).__name__.lower())
                 handler(self, act)
         self.arm(self.core.get_timer())
 

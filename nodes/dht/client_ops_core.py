@@ -179,9 +179,10 @@ class ClientOps:
                 t = s.deadline
                 if t is not None and (best is None or t < best):
                     best = t
-                t = s.channel.next_deadline()
-                if t is not None and (best is None or t < best):
-                    best = t
+                if s.channel.outstanding:       # else no reply deadline (not asked)
+                    t = s.channel.next_deadline()
+                    if t is not None and (best is None or t < best):
+                        best = t
         for p in self.peers.values():
             t = p['deadline']
             if t is not None and (best is None or t < best):

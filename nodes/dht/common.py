@@ -28,6 +28,10 @@ class JsonLog:
         if flush:
             self.stream.flush()
 
+    def record(self, rec):
+        """write(**rec) for a record that holds its own t and event (``logline.record``)."""
+        self.stream.write(logline.record(rec))
+
 
 def error(text):
     """Print a human-readable error line on stderr."""

@@ -18,7 +18,7 @@ import os
 
 from repronet.sim import cpu as simcpu
 from repronet.sim import links, stack, streams
-from repronet.sim.engine import Engine
+from repronet.sim.engine import new_engine
 from repronet.sim.process import SimNodeError, SimProcess
 
 
@@ -54,7 +54,7 @@ class SimBackend:
     """One simulated network with its engine, stacks and nodes."""
 
     def __init__(self, topo, seed=0, log_dir=None, costs=None, cores=None):
-        self.engine = Engine()
+        self.engine = new_engine()
         self.seed = int(seed or 0)
         self.net = links.Network(self.engine, topo, self.seed)
         self.log_dir = log_dir

@@ -206,7 +206,11 @@ class Network:
         and train.partial(time, missing) (each may be None but arrived), and train.packets.
         A stream's train is one such object, where three closures per train cost more than
         moving it."""
-        path = self.route(src, dst)
+        self.send_path(self.route(src, dst), nbytes, train)
+
+    def send_path(self, path, nbytes, train):
+        """send_train() along path, route()'s answer for its two hosts (None: no route),
+        which a connection asks for once rather than once per train."""
         if not path:
             if train.lost is not None:
                 self.engine.at(self.engine.now, train.lost, self.engine.now)

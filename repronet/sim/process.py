@@ -53,6 +53,10 @@ class _Log:
         if event == 'ready':
             self.proc.is_ready = True
 
+    def record(self, rec):
+        """write(**rec) for a record that holds its own t and event (``logline.record``)."""
+        self.text(logline.record(rec))
+
     def text(self, line, flush=False):
         """Append a line (it ends with a newline)."""
         self.lines.append(line)

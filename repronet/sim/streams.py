@@ -117,6 +117,7 @@ class Conn:
         self.next_seq = 0           # next train to send
         self.expect = 0             # next train to deliver (receiving side)
         self.early = {}             # seq -> data arrived out of order
+        self.path = None            # the route to the peer's host, once a train asked
         self.bytes_sent = self.bytes_received = self.retransmits = 0
 
     # -- the application's side ---------------------------------------------------------
@@ -240,7 +241,8 @@ class Conn:
             self.inflight += size
             seq, self.next_seq = self.next_seq, self.next_seq + 1
             self._transmit(seq, data, 0)
-        self._maybe_fin()
+        if self.state == 'closing':
+            self._maybe_fin()
         if self.writer is not None:
             self._check_writable()
         if acks and self.wake is None and self.state in ('open', 'closing') and (
@@ -278,9 +280,11 @@ class Conn:
         packets = whole if packets is None else packets
         size = n if packets == whole else min(n, packets * mss)
         self.bytes_sent += size
-        self.stack.net.send_train(self.stack.host, self.peer.stack.host,
-                                  size + packets * TCP_OVERHEAD,
-                                  _Train(self, seq, data, losses, packets))
+        net, path = self.stack.net, self.path
+        if path is None:            # routes never change: the network keeps them all
+            path = self.path = net.route(self.stack.host, self.peer.stack.host)
+        net.send_path(path, size + packets * TCP_OVERHEAD,
+                      _Train(self, seq, data, losses, packets))
 
     def _repair(self, seq, data, losses, sent_at, t, arrived, missing):
         """Some packets of train seq arrived at time t: resend the missing ones, after one
