@@ -19,7 +19,15 @@ import pytest
 from tests.kv_proc import ROOT
 
 NO_ARGUMENTS = {'nodes.kv.cluster'}     # prints its ring table; takes no command line
-MISSING = '/nonexistent-repronet-test/x'
+# A path that does not exist, made per test under its own tmp_path (missing(tmp)): a fixed one
+# such as /nonexistent-x can be created by a program run as root (CI runs these as root), and
+# every later run that expects it missing then starts a server instead of refusing.
+MISSING = '{missing}'
+
+
+def missing(tmp, argv):
+    """argv with MISSING replaced by a path under tmp that does not exist."""
+    return [a.replace(MISSING, os.path.join(str(tmp), 'missing', 'x')) for a in argv]
 
 
 def _wrong_values(tmp):
@@ -102,7 +110,7 @@ def test_an_unknown_flag_is_one_sentence(module):
 @pytest.mark.parametrize('module', PROGRAMS)
 def test_a_wrong_value_is_one_sentence(module, tmp_path):
     (tmp_path / 'text').write_text('not a pcap file, one name\n')
-    proc = _run(module, _wrong_values(str(tmp_path))[module])
+    proc = _run(module, missing(tmp_path, _wrong_values(str(tmp_path))[module]))
     _one_sentence(proc)
     assert not (tmp_path / 'bench').exists()     # nothing started, nothing written
 
@@ -165,13 +173,14 @@ def test_every_repronet_program_has_wrong_command_lines_here():
 
 @pytest.mark.parametrize('program, argv', [
     (program, argv) for program, argvs in sorted(INTERNAL_WRONG.items()) for argv in argvs])
-def test_a_repronet_program_started_wrongly_says_what_it_is_in_one_sentence(program, argv):
+def test_a_repronet_program_started_wrongly_says_what_it_is_in_one_sentence(program, argv,
+                                                                           tmp_path):
     """The agent, the launcher, the namespace server and the idle-state holder are started by
     the cluster backend, not by people; started by hand with no or wrong arguments, each
     names itself and what it wants in one sentence, exit 2, no traceback (the agent without
     a command was an IndexError, the launcher and cpuidle a usage line with exit 1, the
     provenance printer ignored what it was given)."""
-    proc = _run(program, argv)
+    proc = _run(program, missing(tmp_path, argv))
     _one_sentence(proc)
     name = program.split('/')[-1] if program.endswith('.py') else program
     assert proc.stderr.startswith(name + ': '), proc.stderr
