@@ -28,14 +28,7 @@ _MAX_FLOATS = 65536
 
 def line(t, event, fields):
     """The line (with its newline) of a record at time t (seconds) of event with fields."""
-    text = '{"t":' + _time(t) + ',"event":' + _value(event)
-    keys = _KEYS
-    for name, value in fields.items():
-        key = keys.get(name)
-        if key is None:
-            key = _key(name)
-        text += key + _value(value)
-    return text + '}\n'
+    return _with_fields('{"t":' + _time(t) + ',"event":' + _value(event), fields, False)
 
 
 def record(rec):
@@ -43,10 +36,16 @@ def record(rec):
     the same bytes as ``line(rec['t'], rec['event'], the other fields in order)``, which is
     what ``log.write(**rec)`` wrote, without building two dicts of keywords per record (the
     simulator writes one record per operation of every client)."""
-    text = '{"t":' + _time(rec['t']) + ',"event":' + _value(rec['event'])
+    return _with_fields('{"t":' + _time(rec['t']) + ',"event":' + _value(rec['event']), rec,
+                        True)
+
+
+def _with_fields(text, fields, own):
+    """text (a record's opening, its t and event) with fields added and closed; own: fields
+    holds t and event too, which are already in text."""
     keys = _KEYS
-    for name, value in rec.items():
-        if name == 't' or name == 'event':
+    for name, value in fields.items():
+        if own and (name == 't' or name == 'event'):
             continue
         key = keys.get(name)
         if key is None:
