@@ -16,6 +16,11 @@ A program a person never starts (the cluster backend's agent and launcher, the i
 holder) also passes ``about``: what it is and what it wants, added to every refusal, so
 someone who starts it by hand with no or wrong arguments learns why in the same sentence.
 
+A flag given twice is refused (``--scale smoke --scale default`` is one sentence, not the last one
+winning without a word), for every option that stores one value: argparse's own store,
+store_true/false/const and BooleanOptionalAction (``--x`` with ``--no-x`` too). Options that
+gather (append, count) and actions a program defines itself are left as they are.
+
 Two ways to end, chosen by ``tool``:
 - without it (an experiment's shared command line) ``error`` raises ``UsageError``, which
   ``Experiment.main`` prints as ``NAME: sentence`` after its own checks, and exits 2;
@@ -37,15 +42,79 @@ class UsageError(ValueError):
     machine lock, the leftover cleanup and the results folder."""
 
 
+# The namespace attribute that holds, during one parse, each once-only option's first spelling.
+_GIVEN = '_usage_given'
+# add_argument's actions that store one value, so a second appearance is refused.
+_ONCE = (None, 'store', 'store_const', 'store_true', 'store_false',
+         argparse.BooleanOptionalAction)
+_once_classes = {}
+
+
+def _once_call(self, parser, namespace, values, option_string=None):
+    """An option's action, refusing the option's second appearance in one command line."""
+    given = namespace.__dict__.setdefault(_GIVEN, {})
+    first = given.get(self.dest)
+    if first is not None:
+        if first == option_string:
+            raise argparse.ArgumentError(None, '%s is given twice' % option_string)
+        raise argparse.ArgumentError(
+            None, '%s and %s set the same option; give one of them' % (first, option_string))
+    given[self.dest] = option_string
+    super(type(self), self).__call__(parser, namespace, values, option_string)
+
+
+def _once(action, kwargs):
+    """The action add_argument made, refusing a repeat if it is an optional storing one value
+    (its class swapped for a subclass with _once_call, one per action class)."""
+    if action.option_strings and kwargs.get('action') in _ONCE:
+        cls = type(action)
+        if cls not in _once_classes:
+            _once_classes[cls] = type('Once' + cls.__name__.lstrip('_'), (cls,),
+                                      {'__call__': _once_call})
+        action.__class__ = _once_classes[cls]
+    return action
+
+
+def _once_container(group):
+    """An argument group (or mutually exclusive group) of a UsageParser whose add_argument
+    refuses repeats as the parser's own does: argparse's groups add arguments themselves."""
+    add_argument, add_group = group.add_argument, group.add_mutually_exclusive_group
+
+    def add_once(*args, **kwargs):
+        return _once(add_argument(*args, **kwargs), kwargs)
+
+    def add_exclusive(**kwargs):
+        return _once_container(add_group(**kwargs))
+    group.add_argument, group.add_mutually_exclusive_group = add_once, add_exclusive
+    return group
+
+
 class UsageParser(argparse.ArgumentParser):
     """argparse whose errors (an unknown flag, a missing one, a value that is not a number
-    or not among the choices, and the program's own ``error`` calls) are one sentence
-    instead of the whole usage text and then the error; ``--help`` still prints the usage."""
+    or not among the choices, a flag given twice, and the program's own ``error`` calls) are
+    one sentence instead of the whole usage text and then the error; ``--help`` still prints
+    the usage."""
 
     def __init__(self, *args, tool=None, about=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.tool = tool
         self.about = about
+
+    def add_argument(self, *args, **kwargs):
+        """argparse's add_argument; an optional that stores one value refuses a repeat."""
+        return _once(super().add_argument(*args, **kwargs), kwargs)
+
+    def add_argument_group(self, *args, **kwargs):
+        return _once_container(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs):
+        return _once_container(super().add_mutually_exclusive_group(**kwargs))
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's parse, without the bookkeeping of which options were given."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        namespace.__dict__.pop(_GIVEN, None)
+        return namespace, extras
 
     def add_subparsers(self, **kwargs):
         """Subcommands' parsers end the same way as this one (argparse would make them of

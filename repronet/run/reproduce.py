@@ -67,18 +67,6 @@ PR_SET_PDEATHSIG = 1
 NAMES = tuple(name for _, name, _ in SEEDS)
 
 
-class _Once(argparse.Action):
-    """Store a flag's value, or True for a flag without one, refusing the flag's second
-    appearance (argparse would let the last one win without a word)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        seen = namespace.__dict__.setdefault('_given', set())
-        if self.dest in seen:
-            raise argparse.ArgumentError(None, '%s is given twice' % self.option_strings[0])
-        seen.add(self.dest)
-        setattr(namespace, self.dest, True if self.nargs == 0 else values)
-
-
 def _seed(text):
     """--seed's type: the digits as given (each experiment reads them itself)."""
     if not re.fullmatch(r'[0-9]{1,18}', text):
@@ -109,11 +97,14 @@ def _parser():
             ('--scale', None, SCALES, 'default'), ('--backend', None, BACKENDS, 'emu'),
             ('--only', _only, None, list(NAMES)), ('--out', None, None, None),
             ('--seed', _seed, None, None)):
-        parser.add_argument(flag, action=_Once, type=kind, choices=choices, default=default,
+        parser.add_argument(flag, type=kind, choices=choices, default=default,
                             help=argparse.SUPPRESS)
-    parser.add_argument('--dry-run', action=_Once, nargs=0, default=False,
-                        help=argparse.SUPPRESS)
+    parser.add_argument('--dry-run', action='store_true', help=argparse.SUPPRESS)
     return parser
+
+
+# reproduce's own flags, which it sets for every experiment itself (refused after --).
+OWN_FLAGS = ('-h', '--help', '--scale', '--backend', '--only', '--out', '--seed', '--dry-run')
 
 
 def parse(argv):
@@ -130,11 +121,10 @@ def parse(argv):
     argv = argv[:argv.index('--')] if '--' in argv else argv
     parser = _parser()
     for flag in extra:
-        if flag.split('=')[0] in parser._option_string_actions:
+        if flag.split('=')[0] in OWN_FLAGS:
             raise UsageError('%s is reproduce\'s own flag: give it before --, not after '
                              '(flags after -- go to every experiment)' % flag.split('=')[0])
     opts = vars(parser.parse_args(argv))
-    opts.pop('_given', None)
     opts['extra'] = extra
     if opts['out'] is None:
         opts['out'] = results.default_out('seeds')
