@@ -26,7 +26,9 @@ class KVProc:
     MODULE = 'nodes.kv.server'
 
     def __init__(self, *args, timeout=30):
-        argv = [sys.executable, '-m', self.MODULE, '--port', '0']
+        # An ephemeral port unless the caller names one (a flag given twice is refused).
+        port = [] if '--port' in args else ['--port', '0']
+        argv = [sys.executable, '-m', self.MODULE] + port
         # Unbuffered: a buffered readline could pull the ready line into its buffer along
         # with the recovery line before it, where select() cannot see it.
         self.p = subprocess.Popen(argv + [str(a) for a in args], cwd=ROOT, bufsize=0,
