@@ -12,7 +12,10 @@ preempts the node processes once per packet, and the transfer experiment at a gi
 Asserted on h2's daemon (the one holding the data): its least hold is the configured 100 us;
 an arrival woke it for at most QUEUE_WAKE_SHARE of the packets it released (the daemon before
 lazy reads has no such count and fails here; with every arrival waking it, the share would be
-near 1; measured at 0.05 in two runs, 0.13 once a pass read only after the least hold); packets read after their deadline add at most READ_LATE_US on average (they are read
+near 1; measured at 0.05 in two runs, 0.13 once a pass read only after the least hold, 0.35
+with a pypy3 benchmark busy on the other core: when the sender waits for a CPU, gaps longer
+than a hold empty the heap, and the next arrival then wakes the daemon, as it should);
+packets read after their deadline add at most READ_LATE_US on average (they are read
 when the daemon wakes for a deadline or when the least hold has passed since its last read,
 so only a late wake-up makes a read late).
 """
@@ -25,7 +28,7 @@ pytestmark = pytest.mark.root
 
 DELAY_MS = 0.05
 SECONDS = 2
-QUEUE_WAKE_SHARE = 0.25
+QUEUE_WAKE_SHARE = 0.5
 READ_LATE_US = 20.0
 
 
