@@ -19,7 +19,8 @@ counters) and writes:
   ``--repeat`` with their spread (sd, min, max) and the seed's numbers beside them;
 - ``tables/ping.csv``, ``capture.csv`` (REGISTER messages per peer seen on the wire against
   K servers and N files), ``failover.csv`` (one row per fault: kill, hang or cut),
-  ``targets.csv``, ``linkdelay.csv`` (how late the delay daemons released packets) and
+  ``targets.csv``, ``linkdelay.csv`` (how late the delay daemons released packets),
+  ``linkdelay_points.csv`` (the same by point) and
   ``inputs.csv`` (inputs that were missing, log lines that could not be read);
 - ``figures/`` (``analysis.dht8_figures``) and ``report.md`` (``analysis.dht8_report``).
 
@@ -39,7 +40,7 @@ from analysis.dht8_logs import node_names, variant  # noqa: F401  (the experimen
 from analysis.dht8_seed import SEED_PART1, SEED_PART2, SEED_SOURCE  # noqa: F401
 from analysis.dht8_tables import (part1_table, part2_table, part3_table, ping_table,
                                   seed_figures, targets_table)
-from analysis.tables import write_tables
+from analysis.tables import link_late_points, write_tables
 
 FLOAT = '%.6g'
 
@@ -80,6 +81,8 @@ def tables(run_dir):
     data['capture'] = pd.DataFrame(capture)
     data['failover'] = pd.DataFrame(failover)
     data['linkdelay'] = pd.DataFrame(dht8_logs.linkdelay_rows(found))
+    keys = [c for c in ('point', 'part', 'op', 'variant', 'concurrent_clients') if c in pts]
+    data['linkdelay_points'] = link_late_points(manifest, pts[keys] if keys else None)
     data['inputs'] = found.table()
     return data
 

@@ -7,7 +7,8 @@ person who wrote the analysis happened to be: the same analysis reads runs from 
 Every report's machine line also says whether the machine kept the emulated delays (issue 15):
 the linkdelay daemons' mean and worst lateness next to the configured holds, from the
 manifest's ``link_holds`` (``repronet.emu.linkemu_daemon.DaemonSet.holds``), and a MARKED when
-the mean exceeds the stated share of the smallest hold; and it names any daemon that left the
+the mean exceeds the stated share of the smallest hold, with the least and most late point
+(``link_holds['points']``); and it names any daemon that left the
 real-time class during the run (it ran its RLIMIT_RTTIME budget without sleeping and was late
 from then on), which would otherwise only show as a late figure. It says whether the CPUs
 were kept out of sleeping idle states (manifest ``cpu_idle``, ``repronet.emu.cpuidle``), since
@@ -82,6 +83,7 @@ def holds(manifest):
         text += (' (MARKED: the mean exceeds %g %% of the smallest hold, so the emulated '
                  'delays were longer than configured)' % (100 * share))
     text += _daemon_cpu(record.get('daemons'))
+    text += _by_point(record.get('points'))
     text += _worst_sample(record)
     demoted = record.get('rt_demoted') or []
     if demoted:
@@ -106,6 +108,22 @@ def _spread(record):
         bits.append('%.1f us of the mean from packets the daemons read after their deadline'
                     % read)
     return ' (%s)' % '; '.join(bits) if bits else ''
+
+
+def _by_point(points):
+    """'; by point, the mean ran from 3.1 us (point 4) to 41.2 us (point 17)' from the split
+    of ``link_holds['points']`` (linkemu_holds.by_seed; '' with fewer than two points)."""
+    rows = [p for p in points or () if isinstance(p, dict) and p.get('released')
+            and is_number(p.get('late_us_mean'))]
+    if len(rows) < 2:
+        return ''
+    low = min(rows, key=lambda p: p['late_us_mean'])
+    high = max(rows, key=lambda p: p['late_us_mean'])
+
+    def name(p):
+        return 'point %s' % p['point'] if p.get('point') is not None else 'seed %s' % p['seed']
+    return '; by point, the mean ran from %.1f us (%s) to %.1f us (%s)' % (
+        low['late_us_mean'], name(low), high['late_us_mean'], name(high))
 
 
 def _worst_sample(record):

@@ -28,3 +28,21 @@ def nan(v):
 def cell(v, fmt='%.3f'):
     """Format a number for a report, or return a dash for a missing one."""
     return '-' if nan(v) else fmt % v
+
+
+def link_late_points(manifest, points):
+    """One row per point of the delay daemons' lateness (manifest ``link_holds['points']``,
+    repronet.emu.linkemu_holds.by_seed), with the point's own columns from ``points`` (a
+    DataFrame with a ``point`` column) beside it; empty without daemons or the split."""
+    record = manifest.get('link_holds')
+    split = record.get('points') if isinstance(record, dict) else None
+    rows = [{'point': p.get('point'), 'seed': p.get('seed'), 'released': p.get('released'),
+             'late_us_mean': p.get('late_us_mean'),
+             'late_read_us_mean': p.get('late_read_us_mean'),
+             'late_us_p50_under': (p.get('late_us_bounds') or {}).get('p50'),
+             'late_us_p99_under': (p.get('late_us_bounds') or {}).get('p99')}
+            for p in split or () if isinstance(p, dict)]
+    late = pd.DataFrame(rows)
+    if late.empty or points is None or points.empty or 'point' not in points:
+        return late
+    return points.merge(late, on='point', how='right')

@@ -149,6 +149,33 @@ def test_reseed_repeats_the_drop_pattern(tmp_path):
     assert 500 < len(runs[0]) < 780    # 0.8^2 = 64 % survive both ways
 
 
+def test_each_reseed_starts_a_points_share_of_the_releases(tmp_path):
+    """A real daemon answers each reseed with its counters, so the manifest's link_holds
+    splits the releases by point: 1 ms on h1-s1 holds every packet at both ends (the request
+    at h2, the echo at h1), so 200 probes under seed 5 and 300 under seed 6 are 400 and 600
+    releases, and a few more for the probe's own start and end messages (10 each time when
+    written)."""
+    from repronet.emu import capabilities
+    if capabilities.probe().netem:
+        pytest.skip('netem has no daemons')
+    net = _network(_topo(delay='1ms'))
+    try:
+        for seed, count in ((5, 200), (6, 300)):
+            net.links.reseed(seed)
+            os.makedirs(str(tmp_path / str(seed)))
+            _probe(net.net, str(tmp_path / str(seed)), count, 0.001)
+    finally:
+        net.stop()
+    record = net.links.daemon_holds()
+    print(record['points'])
+    assert [p['seed'] for p in record['points']] == [5, 6]
+    first, second = (p['released'] for p in record['points'])
+    assert 400 <= first <= 430 and 600 <= second <= 630 and second - first == 200
+    assert sum(p['released'] for p in record['points']) <= record['released']
+    assert all(p['late_us_mean'] is not None and p['late_hist_log2_us'] for p in
+               record['points'])
+
+
 def test_stats_of_a_silent_daemon_are_marked_stale(tmp_path):
     """A daemon that does not answer SIGUSR1 gets stale=True, not its old counters as new."""
     import signal

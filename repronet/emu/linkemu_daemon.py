@@ -140,6 +140,7 @@ class _Daemon:
         self.hold_us_max = None     # for (jitter aside)
         self.cpu_s = 0.0
         self.final = None
+        self.seeded = []            # its seeded lines (counters at each reseed), once stopped
         self.rules = False
 
     def events(self, kind):
@@ -285,7 +286,9 @@ class DaemonSet:
               'cpu_s': round(d.cpu_s, 3),
               'server': getattr(d.host, 'server', None) or 'localhost'}
              for name, d in sorted(self.daemons.items())],
-            [self.daemons[name].final or {} for name in sorted(self.daemons)], LATE_SHARE)
+            [self.daemons[name].final or {} for name in sorted(self.daemons)], LATE_SHARE,
+            [d.seeded + ([d.final] if d.final else [])
+             for _, d in sorted(self.daemons.items())])
 
     @staticmethod
     def _rules(daemon):
@@ -389,6 +392,7 @@ class DaemonSet:
                     pass
             stats = d.events('stats')
             d.final = stats[-1] if stats else {}
+            d.seeded = d.events('seeded')   # read before a scratch folder goes
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None

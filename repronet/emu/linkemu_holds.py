@@ -17,6 +17,12 @@ daemons read their queues without an arrival waking them (lazy reads, linkdelay_
 ``late_max_at`` (Unix seconds) say whose and when the worst release was, so that the runner
 can set the CPU sample of that moment beside it (``late_max_sample``: a stall of the whole VM,
 the hypervisor's steal, shows there, not in the daemon).
+
+A run's mean hides which of its points the lateness came from, so ``points`` splits it by
+point (``by_seed``): the runner reseeds every daemon at each point's start, and each daemon
+answers with all its counters so far (a ``seeded`` line), so the releases between one point's
+reseed and the next one's (or the daemon's last line) are that point's, its set-up traffic
+included; the runner names the point of each seed (``name_points``).
 """
 
 FIELDS = ('late_us_mean', 'late_us_max', 'late_read_us_mean', 'late_chain_us_mean',
@@ -29,9 +35,10 @@ FIELDS = ('late_us_mean', 'late_us_max', 'late_read_us_mean', 'late_chain_us_mea
 PARTS = ('read', 'chain', 'wake')
 
 
-def record(daemons, finals, late_share):
+def record(daemons, finals, late_share, lines=()):
     """daemons: [{'host', 'hold_us_min', 'hold_us_max', 'cpu_s', 'server'}]; finals: each
-    one's last stats line ({} when it printed none), in the same order."""
+    one's last stats line ({} when it printed none), in the same order; lines: each one's
+    seeded lines and last stats line (by_seed), for the per-point split."""
     rows = []
     for info, final in zip(daemons, finals):
         rows.append(dict(info, released=final.get('released'),
@@ -62,7 +69,64 @@ def record(daemons, finals, late_share):
             **{'late_%s_us_mean' % part: weighted('late_%s_us_mean' % part) for part in PARTS},
             'late_hist_log2_us': summed_hist(r['late_hist_log2_us'] for r in rows),
             'marked': bool(mins and mean is not None and mean > late_share * min(mins)),
-            'rt_demoted': [r['host'] for r in rows if r['rt_demoted']], 'daemons': rows}
+            'rt_demoted': [r['host'] for r in rows if r['rt_demoted']],
+            'points': by_seed(lines), 'daemons': rows}
+
+
+def by_seed(daemon_lines):
+    """daemon_lines: per daemon, its ``seeded`` lines and then its last ``stats`` line, in
+    the order printed. Returns one entry per seed in the order the seeds came, summed over the
+    daemons: {'seed', 'released', 'late_us_mean', 'late_read_us_mean', 'late_hist_log2_us',
+    'late_us_bounds': {'p50', 'p99'}} for the releases from that reseed to the next line.
+    Lines without counters (a daemon before they had them) give nothing."""
+    order, sums = [], {}
+    for lines in daemon_lines:
+        for start, end in zip(lines, lines[1:]):
+            if start.get('event') != 'seeded' or not _counted(start) or not _counted(end):
+                continue
+            seed = start.get('seed')
+            if seed not in sums:
+                order.append(seed)
+                sums[seed] = {'released': 0, 'late': 0.0, 'read': 0.0, 'hist': None}
+            got = sums[seed]
+            got['released'] += end['released'] - start['released']
+            for key, field in (('late', 'late_us_mean'), ('read', 'late_read_us_mean')):
+                got[key] += (end['released'] * (end.get(field) or 0)
+                             - start['released'] * (start.get(field) or 0))
+            if start.get('late_hist_log2_us') and end.get('late_hist_log2_us'):
+                diff = [b - a for a, b in zip(start['late_hist_log2_us'],
+                                              end['late_hist_log2_us'])]
+                got['hist'] = summed_hist([got['hist'], diff])
+    out = []
+    for seed in order:
+        got, n = sums[seed], sums[seed]['released']
+        out.append({'seed': seed, 'released': n,
+                    'late_us_mean': round(got['late'] / n, 3) if n else None,
+                    'late_read_us_mean': round(got['read'] / n, 3) if n else None,
+                    'late_hist_log2_us': got['hist'],
+                    'late_us_bounds': {q: late_bound_us(got['hist'], f)
+                                       for q, f in (('p50', 0.5), ('p99', 0.99))}})
+    return out
+
+
+def _counted(line):
+    return isinstance(line.get('released'), int) and 'late_us_mean' in line
+
+
+def name_points(record, points):
+    """Put each point's number (and its repetition) beside its seed in ``record['points']``
+    (points: the run's point dicts; a seed no point has keeps no number)."""
+    if not record or not record.get('points'):
+        return
+    numbers = {}
+    for point in points:
+        numbers.setdefault(point.get('seed'), point)
+    for entry in record['points']:
+        point = numbers.get(entry['seed'])
+        if point is not None:
+            entry['point'] = point.get('point')
+            if 'repetition' in point:
+                entry['repetition'] = point['repetition']
 
 
 def summed_hist(hists):

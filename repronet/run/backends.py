@@ -12,6 +12,7 @@ exists, so the runner's teardown stops a network whose start failed half-way.
 
 import sys
 
+from repronet.emu import linkemu_holds
 from repronet.run import cpu, options
 
 
@@ -97,12 +98,14 @@ def sim_cpu(ctx):
     return record
 
 
-def link_holds(net, name):
+def link_holds(net, name, points=()):
     """After teardown: the delay daemons' lateness next to their holds (None without
-    daemons); warn, as for a saturated CPU, when it marks the run (issue 15)."""
+    daemons), split by the run's points; warn, as for a saturated CPU, when it marks the run
+    (issue 15)."""
     holds = getattr(getattr(net, 'links', None), 'daemon_holds', None)
     try:
         record = holds() if holds else None
+        linkemu_holds.name_points(record, points)
     except Exception as e:  # the manifest must still be finished
         print('%s: the delay daemons\' lateness was not recorded: %s' % (name, e),
               file=sys.stderr)

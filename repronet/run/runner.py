@@ -341,7 +341,7 @@ class Experiment:
             error = backends.teardown(ctx, net, state, error)
             if ctx is not None:
                 fields['nodes'] = [backends.node_record(n) for n in ctx.nodes]
-            fields['link_holds'] = backends.link_holds(net, self.name)
+            fields['link_holds'] = backends.link_holds(net, self.name, points)
             fields['cpu_idle'] = backends.cpu_idle(net)
             if guard.pending is not None and status != 'interrupted':
                 status, fields['signal'] = 'interrupted', guard.pending

@@ -1,6 +1,7 @@
 /*
- * linkdelay's reports and control lines (see the file comment of linkdelay.c): the ready and
- * stats JSON lines it prints on stdout, the "seed N" lines it reads from the runner's pipe,
+ * linkdelay's reports and control lines (see the file comment of linkdelay.c): the ready,
+ * stats and seeded JSON lines it prints on stdout (seeded: the stats line's counters, after a
+ * reseed), the "seed N" lines it reads from the runner's pipe,
  * and its one-line argument errors. Kept apart from the packet path so each file stays short; the state is the daemon's
  * (linkdelay_daemon.h).
  */
@@ -114,8 +115,8 @@ void usage(const char *why, const char *arg)
 {
 	fprintf(stderr, "linkdelay: %s%s; usage: linkdelay --config FILE [--queue N] [--seed N] "
 		"[--host-id N] [--gso] [--control-stdin] [--rt-priority 0..98] [--rt-budget-ms 1..%u] "
-		"[--spin-us 0..%u] [--spin-permille 0..1000]\n", why, arg, LD_MAX_RT_BUDGET_MS,
-		LD_MAX_SPIN_US);
+		"[--spin-us 0..%u] [--spin-permille 0..1000] [--verdict-batch 1..%d]\n", why, arg,
+		LD_MAX_RT_BUDGET_MS, LD_MAX_SPIN_US, LD_VERDICT_BATCH_MAX);
 	exit(2);
 }
 
@@ -140,8 +141,9 @@ void control(char *buf, size_t *len)
 		if (!strncmp(start, "seed ", 5) && ld_parse_u64(start + 5, UINT64_MAX, &v) == 0) {
 			seed = v;
 			ld_seed(&table, seed, host_id);
-			printf("{\"event\": \"seeded\", \"seed\": %llu}\n", (unsigned long long)seed);
-			fflush(stdout);
+			/* every counter so far: the runner reseeds at each point's start, so
+			 * two of these lines bound one point's releases (linkemu_holds.by_seed) */
+			print_stats("seeded");
 		} else {
 			fprintf(stderr, "linkdelay: ignored control line '%.64s' (expected 'seed N')\n",
 				start);
