@@ -4,9 +4,7 @@ a file that shrinks mid-transfer ends that transfer as failed. Real peer process
 loopback, plus the Catalog and the serving core on their own."""
 
 import hashlib
-import json
 import os
-import signal
 import socket
 
 import pytest
@@ -253,44 +251,3 @@ def test_the_serving_core_holds_a_window_of_open_files_however_many_gets_arrive(
         acts = conn.resume_output(0.0)
     assert answered_reqs == list(range(1, 1003)) and not conn.waiting
     assert cat.most == transfer.WINDOW and cat.open_now == 0
-
-
-def test_a_big_body_leaves_in_sendfile_calls_of_at_most_the_chunk(tmp_path):
-    """strace (a tool we did not write) sees every sendfile(2) of a peer serving a 64 MB file:
-    none asks for more than SENDFILE_CHUNK, and the body arrives whole. One call for the
-    whole remainder lets the kernel carry megabytes through the emulated path in one system
-    call, while nothing else runs on that CPU (peer.py's docstring)."""
-    import re
-    import subprocess
-    import sys
-    from nodes.dht.peer import SENDFILE_CHUNK
-    from tests.test_dht_localhost import ROOT
-    share = tmp_path / 'share'
-    share.mkdir()
-    with open(share / 'big.bin', 'wb') as f:
-        f.truncate(BIG)
-    trace = tmp_path / 'sendfile.trace'
-    proc = subprocess.Popen(
-        ['strace', '-f', '-qq', '-e', 'trace=sendfile', '-o', str(trace), sys.executable,
-         '-m', 'nodes.dht.peer', '--name', 'p1', '--listen', '127.0.0.1:0', '--share',
-         str(share)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        ready = {}
-        while ready.get('event') != 'ready':
-            line = proc.stdout.readline()
-            assert line, 'the peer ended: %s' % proc.stderr.read()
-            ready = json.loads(line)
-        host, port = ready['listen'].rsplit(':', 1)
-        conn = Conn((host, int(port)))
-        conn.get('big.bin')
-        conn.read(answered(1))
-        conn.close()
-    finally:    # the peer is strace's child: stop it, and strace ends with it
-        with open('/proc/%d/task/%d/children' % (proc.pid, proc.pid)) as f:
-            for child in f.read().split():
-                os.kill(int(child), signal.SIGTERM)
-        proc.communicate(timeout=30)
-    assert conn.replies[0][2] == BIG
-    asked = [int(m.group(1)) for m in re.finditer(r'sendfile\(\d+, \d+, [^)]*, (\d+)\)',
-                                                  trace.read_text())]
-    assert len(asked) >= BIG // SENDFILE_CHUNK and max(asked) <= SENDFILE_CHUNK, asked[:5]

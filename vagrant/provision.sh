@@ -18,7 +18,6 @@ PY=/usr/bin/python3
 OVS_CTL=/usr/share/openvswitch/scripts/ovs-ctl
 BIN=/usr/local/bin/repronet
 PACKAGES=(
-    strace                      # tests: what a node program asks of the kernel (sendfile sizes)
     mininet openvswitch-switch openssh-server openssh-client
     python3-os-ken python3-scapy python3-numpy python3-pandas python3-matplotlib
     python3-seaborn python3-pytest python3-pytest-timeout python3-pytest-xdist

@@ -7,12 +7,7 @@
 start (and again for a file that changed) on worker threads: the event loop never waits for
 a disk read, so a GET of a changed file does not hold up the others. Each connection runs
 the `transfer.ServeConnection` core; a task per connection executes its actions in order:
-frames with `transport.write`, bodies with `loop.sendfile` (zero-copy `sendfile(2)`), at most
-SENDFILE_CHUNK bytes per call, as nginx's `sendfile_max_chunk`: one call hands the kernel as
-much as the socket buffer takes (megabytes on a fast link), and the kernel then carries those
-packets through the whole emulated path inside that call, on a kernel that lets nothing else
-run on that CPU meanwhile (the delay daemons included: issue 15's download points were the
-late ones); the event loop waits for it too.
+frames with `transport.write`, bodies with `loop.sendfile` (zero-copy `sendfile(2)`).
 
 The core decides, this driver moves bytes and time: it arms one timer per connection at the
 core's `get_timer()` and closes when the core says so. Nothing in asyncio reports progress
@@ -53,11 +48,8 @@ from .ring import parse_addr
 # client.py lists a share with Catalog
 __all__ = ['Catalog', 'PeerServer', 'main', 'simulate']
 
-SENDFILE_CHUNK = 256 * 1024     # bytes per sendfile(2) at most (module docstring)
 _LINGER = 10.0          # seconds a closing connection may flush before it is aborted
 _HASH_THREADS = 2
-
-
 class _ServeProtocol(asyncio.Protocol):
     """One downloader connection."""
 
@@ -207,22 +199,15 @@ class _ServeProtocol(asyncio.Protocol):
         return self.core.hashed(action, digest, time.time())
 
     async def _send_file(self, action):
-        """Send one body from the file the header described, SENDFILE_CHUNK bytes per
-        sendfile at most; False if the connection ends."""
+        """Send one body from the file the header described; False if the connection ends."""
         try:
             # loop.sendfile first waits for the buffer to empty, in a wait that asyncio 3.11
             # cannot cancel cleanly (connection_lost then fails on it): wait here instead.
-            loop, sent = asyncio.get_running_loop(), 0
-            while sent < action.count:
-                await self.writable.wait()
-                if self.lost:
-                    return False
-                part = min(SENDFILE_CHUNK, action.count - sent)
-                got = await loop.sendfile(self.transport, action.source, action.offset + sent,
-                                          part)
-                sent += got
-                if got < part:      # the file ended early: the core says what that means
-                    break
+            await self.writable.wait()
+            if self.lost:
+                return False
+            sent = await asyncio.get_running_loop().sendfile(
+                self.transport, action.source, action.offset, action.count)
         finally:
             self.node.catalog.close(action.source)
         for close in self.core.file_sent(action, sent, time.time()):
