@@ -157,7 +157,7 @@ def _str(s):
 
 def _strlist(items):
     """Encode one strlist field."""
-    return _U32.pack(len(items)) + b''.join(_str(s) for s in items)
+    return _U32.pack(len(items)) + b''.join([_str(s) for s in items])
 
 
 def _body(msg):
@@ -226,7 +226,7 @@ class _Reader:
         count = _U32.unpack(self.take(4))[0]
         if count * 2 > len(self.buf) - self.pos:
             raise DecodeError('list count larger than the frame')
-        return tuple(self.str() for _ in range(count))
+        return tuple([self.str() for _ in range(count)])
 
     def u64(self):
         """Read one u64 field."""
