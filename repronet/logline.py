@@ -102,3 +102,31 @@ def _value(value):
 
 
 _INF = float('inf')
+
+
+_SCALES = {6: 1e6, 7: 1e7}
+_HALF_MARGIN = 2.0 ** -10   # far wider than an ulp of x * 10 ** digits below 2 ** 40
+
+
+def rounded(x, digits):
+    """round(x, digits), bit for bit, for a float x in (0, 1e5) and digits 6 or 7 (a record's
+    time and latency), without round()'s decimal conversion: a quarter of a microsecond
+    under PyPy, twice per operation record, against a fiftieth here.
+
+    Why it is the same: round() rounds the exact x * 10 ** digits to an integer N (half to
+    even) and returns the double nearest N / 10 ** digits. Below 2 ** 40 the product p
+    computed in floating point is within 2 ** -13 of the exact one, so unless its fraction
+    lies within _HALF_MARGIN of a half, both round to the same N; N and 10 ** digits are
+    exact doubles and IEEE division is correctly rounded, so N / 10 ** digits is that
+    nearest double. Near a half, and for anything else, round() itself answers.
+    ``tests/test_logline.py`` compares the two."""
+    scale = _SCALES.get(digits)
+    if scale is not None and type(x) is float and 0.0 < x < 1e5:    # not -0.0
+        p = x * scale
+        n = float(int(p))
+        frac = p - n
+        if frac < 0.5 - _HALF_MARGIN:
+            return n / scale
+        if frac > 0.5 + _HALF_MARGIN:
+            return (n + 1.0) / scale
+    return round(x, digits)

@@ -136,3 +136,43 @@ def test_a_damaged_body_is_skipped_and_the_next_frame_still_decodes(msgs, which,
         assert decoded == list(msgs)
     else:           # junk that happened to be a valid message of that type
         assert len(decoded) == len(msgs) + 1 and decoded[which].req == 77
+
+
+_TEXT = st.text(max_size=12)
+_ANSWERS = st.one_of(
+    st.builds(codec.Search, st.just(7), _TEXT), st.builds(codec.NotFound, st.just(7), _TEXT),
+    st.builds(codec.Found, st.just(7), _TEXT, st.lists(_TEXT, max_size=4).map(tuple)))
+
+
+@st.composite
+def answer_bodies(draw):
+    """(type, body): a SEARCH, NOTFOUND or FOUND body, whole or damaged (cut, lengthened,
+    a byte changed, a length field set to anything), or any bytes at all."""
+    msg = draw(_ANSWERS)
+    body = codec.encode(msg)[10:]
+    how = draw(st.sampled_from(['whole', 'cut', 'longer', 'byte', 'junk']))
+    if how == 'cut' and body:
+        body = body[:draw(st.integers(0, len(body) - 1))]
+    elif how == 'longer':
+        body += draw(st.binary(min_size=1, max_size=4))
+    elif how == 'byte' and body:
+        i = draw(st.integers(0, len(body) - 1))
+        body = body[:i] + bytes([draw(st.integers(0, 255))]) + body[i + 1:]
+    elif how == 'junk':
+        body = draw(st.binary(max_size=30))
+    mtype = msg.TYPE if how != 'junk' else draw(st.sampled_from([0x03, 0x82, 0x83]))
+    return mtype, body
+
+
+@settings(max_examples=3000, deadline=None)
+@given(answer_bodies())
+def test_a_search_or_its_answer_read_directly_is_what_the_reader_reads(case):
+    """codec._direct (the fast path of the frames a search exchanges) accepts exactly the
+    bodies the reader accepts and builds the same message; the rest it leaves to the reader,
+    which says what is wrong."""
+    mtype, body = case
+    try:
+        expected = codec._read(mtype, 7, body)
+    except (codec.DecodeError, struct.error):
+        expected = None
+    assert codec._direct(mtype, 7, body) == expected

@@ -22,6 +22,23 @@ def test_store_add_remove_holders():
     assert st.remove('a', 'y:1') and len(st) == 0 and st.holders('a') == ()
 
 
+def test_store_remembers_its_answer_until_the_name_changes():
+    st = MemoryStore()
+    st.add('a', 'x:1')
+    first = st.holders('a')
+    assert st.holders('a') is first and first == ('x:1',)     # not built again
+    st.add('a', 'y:1')
+    assert st.holders('a') == ('x:1', 'y:1')
+    st.add('b', 'z:1')
+    assert st.holders('a') is st.holders('a') == ('x:1', 'y:1')
+    st.remove('a', 'x:1')
+    assert st.holders('a') == ('y:1',)
+    st.remove('a', 'y:1')
+    assert st.holders('a') == () and st.holders('b') == ('z:1',)
+    st.add('a', 'x:1')
+    assert st.holders('a') == ('x:1',)
+
+
 def test_server_register_search_unregister():
     core = ServerCore('s1')
     assert core.handle(codec.Register(1, ADDR, ('a', 'b')), 0) == codec.Ack(1, 2)

@@ -7,6 +7,8 @@ compared with json's own encoding of {'t': round(t, 6), 'event': event, **fields
 
 import json
 import math
+import random
+import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -75,3 +77,40 @@ def test_the_time_is_round_t_6_as_json_writes_it_at_every_magnitude(t):
     """t takes a shortcut ('%.6f', trailing zeros cut) in [1e-4, 2**32): ties at the
     seventh decimal, the edges of that range and beyond them must match round() and repr."""
     assert logline.line(t, 'op', {}) == _expected(t, 'op', {})
+
+
+def _bits(x):
+    return struct.pack('>d', x)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.one_of(st.floats(0, 1e5), st.floats(0, 1e-3), st.floats(0, 1.0),
+                 st.floats(9.9e4, 1.1e5), st.floats(allow_nan=True, allow_infinity=True),
+                 st.integers(0, 10 ** 8).map(lambda k: (k + 0.5) / 1e6),
+                 st.integers(0, 10 ** 8).map(lambda k: (k + 0.5) / 1e7),
+                 st.integers(-10 ** 6, 10 ** 6)),
+       st.sampled_from([6, 7]))
+def test_rounded_is_round_bit_for_bit(x, digits):
+    """The op records' time and latency: ties at the next decimal, values just beside them,
+    the edges of the fast range, negatives, NaN, infinities and ints all match round()."""
+    for value in (x, math.nextafter(x, -math.inf), math.nextafter(x, math.inf)) \
+            if type(x) is float else (x,):
+        expected = round(value, digits)
+        got = logline.rounded(value, digits)
+        assert type(got) is type(expected)
+        assert got == expected or (got != got and expected != expected)
+        if type(got) is float and got == got:
+            assert _bits(got) == _bits(expected)
+
+
+def test_rounded_on_many_random_times():
+    rng = random.Random(7)
+    for _ in range(200000):
+        x = rng.random() * rng.choice([1e-6, 1e-3, 1.0, 30.0, 1e3, 9.9e4])
+        digits = rng.choice([6, 7])
+        assert _bits(logline.rounded(x, digits)) == _bits(round(x, digits)), (x, digits)
+
+
+def test_rounded_leaves_other_digits_to_round():
+    assert logline.rounded(2.675, 2) == round(2.675, 2)
+    assert logline.rounded(123.456, 0) == round(123.456, 0)

@@ -64,8 +64,11 @@ class ClientCore:
         return [(name, self.storing(name)) for name in names]
 
     def candidates(self, name):
-        """Servers to ask for name, in preference order, servers marked down last."""
-        pref = self.storing(name)
+        """Servers to ask for name, in preference order, servers marked down last (a new
+        list: the caller uses it up)."""
+        pref = self.storing(name)      # Ring.preference gives a new list every time
+        if not self.down:           # the usual case: no list built again
+            return pref
         return [s for s in pref if s not in self.down] + [s for s in pref if s in self.down]
 
     def mark_down(self, server):

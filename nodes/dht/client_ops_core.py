@@ -24,6 +24,8 @@ is busy with one download or idle for the next one to the same holder.
 from collections import deque
 from dataclasses import dataclass, field
 
+from repronet.logline import rounded
+
 from . import codec
 from .client_core import ChannelError, ServerLinks
 from .server_core import valid_name
@@ -280,8 +282,8 @@ class ClientOps:
     def _end(self, op, ok, now, nbytes=0, **extra):
         """Record op (with the core's now) and free its slot."""
         self.active.pop(op.id, None)
-        rec = {'t': round(now, 6), 'event': 'op', 'op': op.kind, 'name': op.name, 'ok': ok,
-               'latency': round(now - op.t0, 7), 'server': op.server, 'bytes': nbytes}
+        rec = {'t': rounded(now, 6), 'event': 'op', 'op': op.kind, 'name': op.name, 'ok': ok,
+               'latency': rounded(now - op.t0, 7), 'server': op.server, 'bytes': nbytes}
         rec.update(extra)
         self.records.append(rec)
         self.results[op.id] = ok

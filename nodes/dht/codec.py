@@ -157,7 +157,7 @@ def _str(s):
 
 def _strlist(items):
     """Encode one strlist field."""
-    return _U32.pack(len(items)) + b''.join(_str(s) for s in items)
+    return _U32.pack(len(items)) + b''.join([_str(s) for s in items])
 
 
 def _body(msg):
@@ -226,7 +226,7 @@ class _Reader:
         count = _U32.unpack(self.take(4))[0]
         if count * 2 > len(self.buf) - self.pos:
             raise DecodeError('list count larger than the frame')
-        return tuple(self.str() for _ in range(count))
+        return tuple([self.str() for _ in range(count)])
 
     def u64(self):
         """Read one u64 field."""
@@ -242,8 +242,42 @@ class _Reader:
             raise DecodeError('%d trailing bytes' % (len(self.buf) - self.pos))
 
 
+def _direct(mtype, req, body):
+    """SEARCH, NOTFOUND and FOUND (a search and its answers: most frames the simulator
+    decodes) read straight from a well-formed body, or None: then `_Reader` reads it and
+    says what is wrong. Accepts exactly what the reader accepts (every field whole, the
+    body used up) and builds the same message, without a reader and four calls per
+    field."""
+    try:
+        n = _U16.unpack_from(body)[0]
+        pos = 2 + n
+        name = body[2:pos].decode('utf-8')
+        if mtype != 0x82:
+            return (Search if mtype == 0x03 else NotFound)(req, name) \
+                if pos == len(body) else None
+        count = _U32.unpack_from(body, pos)[0]
+        pos += 4
+        holders = []
+        for _ in range(count):          # each needs 2 bytes: a bogus count fails soon
+            n = _U16.unpack_from(body, pos)[0]
+            holders.append(body[pos + 2:pos + 2 + n].decode('utf-8'))
+            pos += 2 + n
+    except (struct.error, UnicodeDecodeError):
+        return None
+    return Found(req, name, tuple(holders)) if pos == len(body) else None
+
+
 def _parse(mtype, req, body):
     """Decode a body of the given type into a message."""
+    if mtype == 0x03 or mtype == 0x82 or mtype == 0x83:
+        msg = _direct(mtype, req, body)
+        if msg is not None:
+            return msg
+    return _read(mtype, req, body)
+
+
+def _read(mtype, req, body):
+    """_parse() through a `_Reader`: every type, and what is wrong with a body."""
     r = _Reader(body)
     if mtype == 0x01 or mtype == 0x02:
         msg = (Register if mtype == 0x01 else Unregister)(req, r.str(), r.strlist())

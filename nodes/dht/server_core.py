@@ -67,6 +67,7 @@ class MemoryStore:
 
     def __init__(self):
         self._index = {}
+        self._answers = {}      # name -> holders(name) as last returned, until name changes
         self.entries = 0
 
     def add(self, name, addr):
@@ -76,6 +77,7 @@ class MemoryStore:
             return False
         holders[addr] = None
         self.entries += 1
+        self._answers.pop(name, None)
         return True
 
     def remove(self, name, addr):
@@ -85,13 +87,25 @@ class MemoryStore:
             return False
         del holders[addr]
         self.entries -= 1
+        self._answers.pop(name, None)
         if not holders:
             del self._index[name]
         return True
 
     def holders(self, name):
-        """Return the holders of name, oldest first (empty tuple if none)."""
-        return tuple(self._index.get(name, ()))
+        """Return the holders of name, oldest first (empty tuple if none).
+
+        The tuple is remembered until name's holders change: a name is searched far more
+        often than registered, and building it from the dict was a fifth of a server's
+        answer to a search under PyPy. At most one per name, so it is bounded as the
+        index is."""
+        found = self._answers.get(name)
+        if found is None:
+            holders = self._index.get(name)
+            if not holders:
+                return ()
+            found = self._answers[name] = tuple(holders)
+        return found
 
     def count(self, name):
         """Return how many holders name has."""
