@@ -40,40 +40,41 @@ def _script(name, out, *flags, timeout):
 def test_links_netem_delays_and_drops(tmp_path):
     """Network(links='netem'): htb+netem on the link, and its delay and loss are really there.
 
-    10 ms one way on h1-s1 and 10 % loss h1->s1: ping (the kernel answers its echoes and stamps
-    their arrival) reads a median RTT of 20..25 ms, our probe's RTT is no shorter than 20 ms, and
-    the one-way loss of 1,000 probes lies in its 99.9 % interval. The probes go 5 ms apart: at
-    2 ms, in one CI run (the first boot of a freshly built image, host load 1), the emulated CPU
-    lost 314 of 1,000 one way against netem's 10 %, the reflector not keeping up; a test of
-    netem must not measure the emulated CPU. The RTT window is on ping's times for the same
-    reason: our probe (Python at both ends) read a median of 34.5 ms once in CI (stop 35; 20..30
-    before), the software-emulated CPU's own time, where netem's delay was 20 ms.
+    10 ms one way and 10 % loss on h1-s1 (both directions), measured by the kernel alone:
+    h1 pings h2 1,000 times 5 ms apart (the kernel answers the echoes and stamps their
+    arrival), an iptables rule in h2 counts the echo requests that arrived, so the one-way
+    loss (1,000 less that count) lies in its 99.9 % interval and ping's median RTT in 20..25 ms.
+    Not our probe: it is Python at both ends, and on the VM's software-emulated CPU, with the
+    host's other tests beside it, it read a median RTT of 34.5 and 61.9 ms and lost 208 of
+    1,000 one way in two CI runs (stop 35; netem's delay 20 ms, its loss 10 %): a test of
+    netem must not measure the emulated CPU.
     """
     from analysis.fidelity import binom_quantiles
     from repronet.emu import capabilities, network
-    from tests.test_linkemu_root import _probe, _topo
+    from tests.test_linkemu_root import _topo
     net = network.Network(_topo(delay='10ms', loss=10.0), 'lxbr', 'auto',
                           capabilities.probe(), links='netem').start()
     try:
-        rtts, stream = _probe(net.net, tmp_path, 1000, 0.005)
         h1, h2 = net.net.get('h1'), net.net.get('h2')
-        ping = h1.cmd('ping -n -c 100 -i 0.01 -W 1 %s' % h2.IP())
+        h2.cmd('iptables -I INPUT -p icmp --icmp-type echo-request')    # a counter only
+        ping = h1.cmd('ping -n -c 1000 -i 0.005 -W 1 %s' % h2.IP())
+        counters = h2.cmd('iptables -nvxL INPUT')
         records = net.mechanisms()['links']
     finally:
         net.stop()
     shaped = [r for r in records if r['delay_ms'] == 10.0]
     assert len(shaped) == 2 and all('netem' in r['mechanism'] for r in shaped), records
-    median = statistics.median(rtts)
+    arrived = [int(line.split()[0]) for line in counters.splitlines()
+               if 'icmptype 8' in line]
+    assert len(arrived) == 1, counters
+    lost = 1000 - arrived[0]
     lo, hi = binom_quantiles(1000, 0.1, 0.0005, 0.9995)
-    lost = stream['sent'] - stream['received']
-    print('median RTT %.3f ms over %d echoes; lost %d of %d one way (99.9 %% interval %d..%d)'
-          % (median, len(rtts), lost, stream['sent'], lo, hi))
-    pings = [float(t) for t in re.findall(r'time=([0-9.]+) ms', ping)]
-    print('ping: %d echoes, median %.3f ms' % (len(pings), statistics.median(pings or [0])))
-    assert len(pings) >= 60, ping       # 10 % of the requests are lost, no echo is
-    assert 20.0 <= statistics.median(pings) <= 25.0, ping
-    assert median >= 20.0
-    assert stream['sent'] == 1000 and lo <= lost <= hi
+    times = [float(t) for t in re.findall(r'time=([0-9.]+) ms', ping)]
+    print('ping: %d of 1000 echoes, median %.3f ms; %d requests lost one way (99.9 %% '
+          'interval %d..%d)' % (len(times), statistics.median(times or [0]), lost, lo, hi))
+    assert lo <= lost <= hi, counters
+    assert len(times) >= 700, ping[-500:]       # 0.9 x 0.9 of them come back
+    assert 20.0 <= statistics.median(times) <= 25.0, ping[-500:]
 
 
 @pytest.mark.timeout(580)
