@@ -75,18 +75,21 @@ def _once(action, kwargs):
     return action
 
 
-def _once_container(group):
-    """An argument group (or mutually exclusive group) of a UsageParser whose add_argument
-    refuses repeats as the parser's own does: argparse's groups add arguments themselves."""
-    add_argument, add_group = group.add_argument, group.add_mutually_exclusive_group
+def _once_container(container):
+    """container (a UsageParser, or an argument group or mutually exclusive group made from
+    one: argparse's groups add arguments themselves) with its add_argument refusing repeats,
+    and the groups it makes likewise."""
+    add_argument = container.add_argument
+    add_group = container.add_argument_group
+    add_exclusive = container.add_mutually_exclusive_group
 
     def add_once(*args, **kwargs):
         return _once(add_argument(*args, **kwargs), kwargs)
-
-    def add_exclusive(**kwargs):
-        return _once_container(add_group(**kwargs))
-    group.add_argument, group.add_mutually_exclusive_group = add_once, add_exclusive
-    return group
+    container.add_argument = add_once
+    container.add_argument_group = lambda *a, **k: _once_container(add_group(*a, **k))
+    container.add_mutually_exclusive_group = \
+        lambda **k: _once_container(add_exclusive(**k))
+    return container
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -99,16 +102,7 @@ class UsageParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.tool = tool
         self.about = about
-
-    def add_argument(self, *args, **kwargs):
-        """argparse's add_argument; an optional that stores one value refuses a repeat."""
-        return _once(super().add_argument(*args, **kwargs), kwargs)
-
-    def add_argument_group(self, *args, **kwargs):
-        return _once_container(super().add_argument_group(*args, **kwargs))
-
-    def add_mutually_exclusive_group(self, **kwargs):
-        return _once_container(super().add_mutually_exclusive_group(**kwargs))
+        _once_container(self)   # an optional that stores one value refuses a repeat
 
     def parse_known_args(self, args=None, namespace=None):
         """argparse's parse, without the bookkeeping of which options were given."""
