@@ -158,6 +158,7 @@ def point_row(point, result, clients, latencies, cpu_figures, timed_busy=None):
         'ok': sum(c['ok'] for c in cs), 'failed': sum(c['failed'] for c in cs),
         'missing_clients': len(clients) - len(cs),
         'downloads': result.get('downloads', ''),
+        'downloads_fs': result.get('downloads_fs', ''),
         'cpu_busy': busy, 'cpu_over_fraction': over, 'cpu_bound': bound,
         'cpu_verdict': verdict, 'cpu_timed_busy': timed_busy}
 

@@ -71,6 +71,7 @@ def report(manifest, data):
     lines += _capture(data.get('capture', pd.DataFrame()))
     lines += _failover(data.get('failover', pd.DataFrame()), params)
     lines += _filesets(inputs.as_dict(manifest.get('filesets')))
+    lines += _downloads_fs(data.get('points', pd.DataFrame()), params)
     return '\n'.join(lines)
 
 
@@ -295,6 +296,23 @@ def _failover(fo, params):
     ok = bool((fo['failed'] == 0).all())
     return lines + ['', 'All searches succeeded: %s. Figure: `figures/failover_recovery.png`.'
                     % ('yes' if ok else '**no**'), '']
+
+
+def _downloads_fs(pts, params):
+    """Where the clients wrote their downloads (--downloads-in): the file system per point.
+    A file's creation on a disk's file system holds the CPU the link daemons need (1 ms on
+    the development machine's ext4: workloads.scratch), so a reader comparing runs needs it."""
+    kinds = {}
+    if 'downloads_fs' in pts.columns:
+        for fs in pts['downloads_fs']:
+            if isinstance(fs, str) and fs:
+                kinds[fs] = kinds.get(fs, 0) + 1
+    if not kinds:
+        return []
+    return ['Downloads were written on %s (`--downloads-in %s`; tmpfs is memory).' % (
+        ', '.join('%s in %d point%s' % (fs, n, '' if n == 1 else 's')
+                  for fs, n in sorted(kinds.items())), params.get('downloads_in', 'workdir')),
+            '']
 
 
 def _filesets(sets):

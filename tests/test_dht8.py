@@ -5,6 +5,7 @@ in test_analysis_dht8.py and test_analysis_cli.py."""
 
 import json
 import os
+import pathlib
 import subprocess
 
 import pandas as pd
@@ -14,7 +15,7 @@ from analysis import dht8 as analysis
 from analysis.dht8_tables import seed_figures
 from repronet.run import cpu_span, pids
 from tests import dht8_folder
-from workloads import dht8_points
+from workloads import dht8_points, scratch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -143,7 +144,16 @@ def test_smoke_run_end_to_end(tmp_path):
     assert not _leftover_processes(str(work))
     assert subprocess.run(['ip', 'link', 'show', 'sw1-eth1'], capture_output=True
                           ).returncode != 0
-    assert not list((work / 'downloads').iterdir()) and not list((work / 'names').iterdir())
+    assert not list((work / 'names').iterdir())
+    # --downloads-in auto: a smoke run's downloads fit in memory (a tmpfs on Debian), and
+    # each point removed its own
+    downloads = points[points['op'] == 'download']
+    memory = scratch.memory_workdir('dht8')
+    assert memory and len(downloads) and (downloads['downloads_fs'] == 'tmpfs').all()
+    assert not list(pathlib.Path(memory, 'downloads').iterdir())
+    assert not (work / 'downloads').exists()
+    assert 'Downloads were written on tmpfs in %d points (`--downloads-in auto`' % len(
+        downloads) in (out / 'report.md').read_text()
     # the CPU verdict covers the timed parts only: a 'measure' sample's whole interval lies
     # between a point's release and its last client's exit
     step = manifest['cpu']['interval']

@@ -14,7 +14,7 @@ from analysis import dht8 as analysis
 from repronet.run.options import UsageError
 from topologies import dht8              # imports Mininet's Topo: a missing Mininet fails
 from tests import nobody
-from workloads import dht8_points, dht_files
+from workloads import dht8_plan, dht8_points, dht_files, scratch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -204,3 +204,53 @@ def test_download_heartbeat_counts_partial_files(tmp_path):
     (tmp_path / 'a' / 'done.bin').write_bytes(b'x' * 1000)
     (tmp_path / 'a' / '.done2.bin.part.1.1').write_bytes(b'x' * 500)
     assert dht8_points.folder_bytes({'p1': tmp_path / 'a', 'p2': tmp_path / 'gone'}) == 1500
+
+
+def test_downloads_go_to_memory_when_they_fit_and_to_workdir_otherwise(tmp_path, monkeypatch):
+    # Creating a file on this machine's ext4 holds the CPU ~1 ms (the link daemons wait);
+    # --downloads-in auto puts a point's downloads on the tmpfs when they fit a quarter of
+    # the memory available, memory insists, workdir never; a simulated run keeps workdir.
+    memory = tmp_path / 'shm' / 'repronet-dht8'
+    monkeypatch.setattr(scratch, 'memory_workdir', lambda name, uid=None: str(memory))
+    monkeypatch.setattr(dht8_plan, '_available', lambda: 4000)
+    work = tmp_path / 'work'
+    in_memory, on_disk = str(memory / 'downloads'), str(work / 'downloads')
+    auto = _params(workdir=str(work), downloads_in='auto')
+    assert dht8_plan.downloads_folder(auto, 1000) == in_memory
+    assert dht8_plan.downloads_folder(auto, 1001) == on_disk
+    assert dht8_plan.downloads_folder(_params(workdir=str(work), downloads_in='workdir'),
+                                      10) == on_disk
+    assert dht8_plan.downloads_folder(_params(workdir=str(work), downloads_in='memory',
+                                              backend='sim'), 10) == on_disk
+    asked = _params(workdir=str(work), downloads_in='memory')
+    assert dht8_plan.downloads_folder(asked, 1000) == in_memory
+    with pytest.raises(UsageError, match=r'^--downloads-in memory: a point downloads 0\.0 GB, '
+                       r'over 25% of the 0\.0 GB of memory available; give --downloads-in '
+                       r'auto or workdir$'):
+        dht8_plan.downloads_folder(asked, 1001)
+    monkeypatch.setattr(scratch, 'memory_workdir', lambda name, uid=None: None)
+    assert dht8_plan.downloads_folder(auto, 10) == on_disk
+    with pytest.raises(UsageError, match='^--downloads-in memory needs a tmpfs at /dev/shm'):
+        dht8_plan.downloads_folder(asked, 10)
+
+
+def test_dry_run_lists_the_largest_download_in_each_folder(tmp_path, monkeypatch):
+    memory = tmp_path / 'shm' / 'repronet-dht8'
+    monkeypatch.setattr(scratch, 'memory_workdir', lambda name, uid=None: str(memory))
+    big = _params(files=10000, part2_divisor=1, workdir=str(tmp_path), downloads_in='auto')
+    d_set = 100 * 10 * dht_files.MB                 # set D: 100 files of 10 MB per peer
+    monkeypatch.setattr(dht8_plan, '_available', lambda: 4 * d_set)   # room: one set D
+    disk = dict((str(p), b) for p, b in dht8.Dht8().disk(big))
+    assert disk[str(tmp_path / 'downloads')] == 8 * d_set             # D to 8 peers
+    assert disk[str(memory / 'downloads')] == 8 * 100 * dht_files.MB  # C (1,000 x 100 KB)
+    # what memory takes does not count against --workdir's disk
+    needs = [(p, b, s) for p, b, s in dht8_plan._needs(big, dht8.combos(big)) if s is None]
+    assert sorted(dht8_plan._in_memory(p) for p, _b, _s in needs) == [False, True]
+
+
+def test_memory_workdir_is_on_a_tmpfs_only(monkeypatch):
+    monkeypatch.setattr(scratch, 'file_system', lambda path: 'ext4')
+    assert scratch.memory_workdir('dht8') is None
+    monkeypatch.setattr(scratch, 'file_system', lambda path: 'tmpfs')
+    assert scratch.memory_workdir('dht8', uid=0) == '/dev/shm/repronet-dht8'
+    assert scratch.memory_workdir('dht8', uid=1000) == '/dev/shm/repronet-dht8-1000'

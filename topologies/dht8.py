@@ -42,8 +42,10 @@ this script prints the seed targets with measured values and ratios.
     sudo /usr/bin/python3 topologies/dht8.py --scale seed    # the seed's sizes
 """
 
+import functools
 import itertools
 import os
+import shutil
 import sys
 import time
 
@@ -56,10 +58,10 @@ from mininet.topo import Topo  # noqa: E402
 from repronet.run.options import UsageError  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
-from workloads import dht_files, dht8_plan  # noqa: E402
+from workloads import dht_files, dht8_plan, scratch  # noqa: E402
 from workloads.dht8_plan import fileset_spec  # noqa: E402
 from workloads.dht8_points import FAULTS, Point  # noqa: E402
-from workloads.scratch import default_workdir  # noqa: E402
+from workloads.scratch import MEMORY_BASE, default_workdir  # noqa: E402
 
 PARTS = ('I', 'ping', 'II', 'III', 'capture', 'failover')
 PING_SERVERS = 4
@@ -154,7 +156,7 @@ class Dht8(Experiment):
                  'repeat': 3},
         'defaults': {'servers': 8, 'peers': 8, 'replicas': 1, 'window': 1,
                      'bw': 100.0, 'delay': '0.05ms', 'timeout': 5.0,
-                     'parts': ','.join(PARTS), 'workdir': WORKDIR},
+                     'parts': ','.join(PARTS), 'workdir': WORKDIR, 'downloads_in': 'auto'},
     }
 
     def add_arguments(self, parser):
@@ -186,6 +188,11 @@ class Dht8(Experiment):
         a('--workdir', metavar='DIR', default=None,
           help='where file sets are generated and reused, outside the results '
           'folder (default %s; with --backend sim %s-sim)' % (WORKDIR, WORKDIR))
+        a('--downloads-in', choices=dht8_plan.DOWNLOADS_IN, default=None,
+          help='where the clients write downloaded files: memory (a folder on the %s '
+          'tmpfs), workdir (--workdir/downloads), or auto: memory for a point whose '
+          'downloads fit in a quarter of the memory available (default auto). Creating a '
+          'file on a disk\'s file system holds the CPU the link daemons need' % MEMORY_BASE)
 
     timed_parts = True      # CPU verdict over release..last client exit only
 
@@ -237,10 +244,14 @@ class Dht8(Experiment):
         ctx.results.update(hosts={h: ctx.host(h).IP()
                                    for h in self.topology(ctx.params).hosts()})
         self.sets = {}
+        memory = scratch.memory_workdir('dht8')
+        if memory and ctx.runs_programs():      # what a killed run left in memory
+            shutil.rmtree(os.path.join(memory, 'downloads'), ignore_errors=True)
 
     def run_point(self, ctx, point):
         """Run one point (workloads.dht8_points); note failed operations."""
-        result = Point(ctx, point, self.fileset(ctx, point['fileset'])).run()
+        result = Point(ctx, point, self.fileset(ctx, point['fileset']), functools.partial(
+            dht8_plan.downloads_folder, ctx.params)).run()
         failed = result.get('failed_clients')
         if failed or result.get('downloads', 'ok') != 'ok':
             self.operations_failed(point, '%s %s: %s' % (

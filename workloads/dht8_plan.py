@@ -4,8 +4,9 @@
 bad flag is one sentence (``UsageError``) before the machine lock, the cleanup and the
 results folder, and ``--dry-run`` can say how long the run takes and what it writes where.
 Bounds say what one machine can hold: the memory per indexed name was measured (below);
-the disk is what the file sets and the largest point's downloads take under ``--workdir``
-(sets already complete there are reused and need nothing new).
+the disk is what the file sets take under ``--workdir`` (sets already complete there are
+reused and need nothing new) and the largest point's downloads where ``--downloads-in``
+puts them (:func:`downloads_folder`).
 """
 
 import os
@@ -14,7 +15,7 @@ import pathlib
 from repronet.emu.linkemu_params import BW_MAX_MBIT, LinkEmulationError, parse_time_ms
 from repronet.run.options import UsageError, check_range
 from repronet.run.results import writable_ancestor
-from workloads import dht_files
+from workloads import dht_files, scratch
 from workloads.dht8_points import PING_SEARCHES
 
 #: Upper bounds of the flags (check()): beyond them a run cannot fit one machine.
@@ -25,6 +26,8 @@ LIMITS = {'servers': 64, 'peers': 64, 'window': 256, 'timeout': 600.0,
 #: entries (MemoryStore) and 100K records; rounded up.
 INDEX_ENTRY_BYTES, CLIENT_NAME_BYTES = 300, 500
 MEMORY_SHARE = 0.5      # the index may take at most this share of the available memory
+DOWNLOADS_MEMORY_SHARE = 0.25   # --downloads-in auto/memory: one point's downloads at most
+DOWNLOADS_IN = ('auto', 'memory', 'workdir')
 
 
 def fileset_spec(key, params):
@@ -77,6 +80,48 @@ def check_flags(params, parts):
                          % (','.join(sorted(unknown)), ','.join(parts)))
 
 
+def downloads_folder(params, nbytes):
+    """Return the folder the emulated clients of a point write nbytes of downloads in (one
+    subfolder per client), from ``--downloads-in``.
+
+    ``memory`` is dht8's folder on the ``/dev/shm`` tmpfs (``scratch.memory_workdir``): a
+    new file there costs no disk, where on a disk's file system its creation holds the CPU
+    the link daemons need (``workloads.scratch``); ``workdir`` is ``--workdir/downloads``;
+    ``auto`` (the default) is memory for a point whose downloads fit in
+    ``DOWNLOADS_MEMORY_SHARE`` of the memory available, else workdir. A simulated run keeps
+    workdir whatever the flag: there a file's cost is wall time only, and the folder's name
+    is in the clients' logs, which a seed repeats byte for byte. Raises UsageError when
+    memory is asked for and cannot hold them."""
+    mode = getattr(params, 'downloads_in', 'workdir')
+    disk = os.path.join(params.workdir, 'downloads')
+    if mode == 'workdir' or getattr(params, 'backend', 'emu') == 'sim':
+        return disk
+    base, room = scratch.memory_workdir('dht8'), DOWNLOADS_MEMORY_SHARE * _available()
+    if base is not None and nbytes <= room:
+        return os.path.join(base, 'downloads')
+    if mode == 'auto':
+        return disk
+    if base is None:
+        raise UsageError('--downloads-in memory needs a tmpfs at %s, and this machine has %s '
+                         'there; give --downloads-in workdir' % (
+                             scratch.MEMORY_BASE,
+                             scratch.file_system(scratch.MEMORY_BASE) or 'none'))
+    raise UsageError('--downloads-in memory: a point downloads %.1f GB, over %d%% of the '
+                     '%.1f GB of memory available; give --downloads-in auto or workdir' % (
+                         nbytes / 1e9, 100 * DOWNLOADS_MEMORY_SHARE,
+                         room / DOWNLOADS_MEMORY_SHARE / 1e9))
+
+
+def _available():
+    """Return MemAvailable in bytes (0 when /proc/meminfo cannot say)."""
+    try:
+        with open('/proc/meminfo') as f:
+            return next(int(line.split()[1]) * 1024 for line in f
+                        if line.startswith('MemAvailable:'))
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
 def check_resources(params, values):
     """Check that --workdir can be made and that the points (values) fit memory and disk."""
     folder, problem = writable_ancestor(params.workdir, '--workdir')
@@ -90,13 +135,8 @@ def _check_memory(params):
     """Refuse a --files the index servers and clients of one point cannot hold."""
     need = params.peers * params.files * (
         INDEX_ENTRY_BYTES * (1 + params.replicas) + CLIENT_NAME_BYTES)
-    try:
-        with open('/proc/meminfo') as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f
-                         if line.startswith('MemAvailable:'))
-    except (OSError, StopIteration, ValueError):
-        return
-    if need > MEMORY_SHARE * avail:
+    avail = _available()
+    if avail and need > MEMORY_SHARE * avail:
         raise UsageError('--files %d with --peers %d needs about %.1f GB for the index, '
                          'over %d%% of the %.1f GB available' % (
                              params.files, params.peers, need / 1e9,
@@ -104,14 +144,22 @@ def _check_memory(params):
 
 
 def _check_disk(params, values, folder):
-    """Refuse a run whose new file sets and downloads do not fit the --workdir disk."""
-    need = sum(size for _, size, spec in _needs(params, values)
-               if spec is None or not dht_files.is_generated(spec, params.workdir))
+    """Refuse a run whose new file sets and downloads do not fit the --workdir disk (the
+    downloads count there unless memory takes them: downloads_folder)."""
+    need = sum(size for path, size, spec in _needs(params, values)
+               if (spec is None and not _in_memory(path)) or
+               (spec is not None and not dht_files.is_generated(spec, params.workdir)))
     free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
     if need > free:
         raise UsageError('--workdir %s needs %.1f GB for file sets and downloads, and '
                          '%s has %.1f GB free' % (params.workdir, need / 1e9, folder,
                                                   free / 1e9))
+
+
+def _in_memory(path):
+    """True when path is under the memory folder (downloads_folder's memory choice)."""
+    base = scratch.memory_workdir('dht8')
+    return base is not None and str(path).startswith(base + os.sep)
 
 
 def disk_needs(params, values):
@@ -121,9 +169,10 @@ def disk_needs(params, values):
 
 
 def _needs(params, values):
-    """Return [(path, bytes, spec)] behind disk_needs (spec None for the downloads)."""
+    """Return [(path, bytes, spec)] behind disk_needs (spec None for the downloads: the
+    largest point's in each folder downloads_folder picks)."""
     work = pathlib.Path(params.workdir)
-    sizes, out, peak = {}, [], 0
+    sizes, out, peaks = {}, [], {}
     for point in values:
         key = point['fileset']
         if key not in sizes:
@@ -131,10 +180,10 @@ def _needs(params, values):
             sizes[key] = dht_files.expected_bytes(spec)
             out.append((work / 'sets' / spec.set_id, sizes[key], spec))
         if point['op'] == 'download':
-            peak = max(peak, sizes[key] * point['peers'])
-    if peak:
-        out.append((work / 'downloads', peak, None))
-    return out
+            nbytes = sizes[key] * point['peers']
+            folder = downloads_folder(params, nbytes)
+            peaks[folder] = max(peaks.get(folder, 0), nbytes)
+    return out + [(pathlib.Path(folder), peak, None) for folder, peak in sorted(peaks.items())]
 
 
 #: Seconds per operation of one client, and to start one node (server, client, peer) or

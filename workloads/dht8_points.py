@@ -40,7 +40,7 @@ import time
 
 from nodes.dht.server_core import MAX_ENTRIES
 from repronet.emu.process import LogReady
-from workloads import dht_files
+from workloads import dht_files, scratch
 
 INDEX_PORT = 7000
 PEER_PORT = 8000
@@ -87,7 +87,9 @@ def choose_victim(servers, rng):
 class Point:
     """One point's nodes and steps; run() returns what points.jsonl keeps."""
 
-    def __init__(self, ctx, point, fileset):
+    def __init__(self, ctx, point, fileset, downloads_folder=None):
+        """downloads_folder(nbytes) names the folder a download point's clients write their
+        nbytes in (dht8_plan.downloads_folder; default: --workdir/downloads)."""
         self.ctx, self.point, self.fileset = ctx, point, fileset
         self.params = ctx.params
         self.tag = 'p%03d' % point['point']
@@ -100,6 +102,8 @@ class Point:
         self.server_arg = ','.join('%s=%s:%d' % (s, ctx.host(s).IP(), INDEX_PORT)
                                    for s in self.servers)
         self.scratch = os.path.join(self.params.workdir, 'names', self.tag)
+        self.downloads_folder = downloads_folder or (
+            lambda nbytes: os.path.join(self.params.workdir, 'downloads'))
         self.nodes = []
         self.fault = None           # the fault record once injected
         self._undo = None           # how to end the fault (hang, cut)
@@ -174,6 +178,7 @@ class Point:
                 for s in self.servers])
         downloads, specs, searches = {}, [], 0
         os.makedirs(self.scratch, exist_ok=True)
+        folder = self.downloads_folder(self.fileset.total_bytes * len(self.clients))
         for c in self.clients:
             names = downloads_dir = None
             if self.op != 'register':
@@ -182,8 +187,7 @@ class Point:
                 names = dht_files.write_names(
                     os.path.join(self.scratch, '%s.txt' % c), chosen)
             if self.op == 'download':
-                downloads_dir = downloads[c] = os.path.join(
-                    self.params.workdir, 'downloads', '%s-%s' % (self.tag, c))
+                downloads_dir = downloads[c] = os.path.join(folder, '%s-%s' % (self.tag, c))
                 shutil.rmtree(downloads_dir, ignore_errors=True)
                 os.makedirs(downloads_dir)
             specs.append((c, '%s-client-%s' % (self.tag, c), self.client_argv(
@@ -213,6 +217,7 @@ class Point:
             result['kill'] = self.fault
         if self.op == 'download':
             result['downloads'] = self._check_downloads(downloads)
+            result['downloads_fs'] = scratch.file_system(folder)
         return result
 
     def _setup_register(self, sources):

@@ -265,19 +265,6 @@ def tcp_settings(host):
     return settings
 
 
-def file_system(path):
-    """Return the type of the file system holding path (ext4, tmpfs, overlay...)."""
-    path, best, kind = os.path.realpath(path), -1, None
-    with open('/proc/self/mounts') as f:
-        for line in f:
-            fields = line.split()
-            mount = fields[1].replace('\\040', ' ')
-            inside = path == mount or path.startswith(mount.rstrip('/') + '/')
-            if inside and len(mount) > best:
-                best, kind = len(mount), fields[2]
-    return kind
-
-
 def setup(ctx, points, mss_for_payload):
     """Write the file set, turn offloads off on the capture pair, and record the TCP
     settings, the workdir's file system and what the file set cost; return
@@ -302,7 +289,7 @@ def setup(ctx, points, mss_for_payload):
                     name, err.strip()))
             offloads.append('%s-eth0' % name)
     ctx.results.update(hosts={h.name: h.IP() for h in ctx.hosts()}, tcp=tcp,
-                       workdir_fs=file_system(p.workdir),
+                       workdir_fs=scratch.file_system(p.workdir),
                        files={FileSet.name(s): h for s, h in sorted(files.sha256.items())},
                        segment_mss={str(k): v for k, v in sorted(mss.items())},
                        capture_offloads_off=offloads)
