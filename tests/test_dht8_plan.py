@@ -213,6 +213,7 @@ def test_downloads_go_to_memory_when_they_fit_and_to_workdir_otherwise(tmp_path,
     memory = tmp_path / 'shm' / 'repronet-dht8'
     monkeypatch.setattr(scratch, 'memory_workdir', lambda name, uid=None: str(memory))
     monkeypatch.setattr(dht8_plan, '_available', lambda: 4000)
+    monkeypatch.setattr(dht8_plan, '_free', lambda path: 10 ** 6)
     work = tmp_path / 'work'
     in_memory, on_disk = str(memory / 'downloads'), str(work / 'downloads')
     auto = _params(workdir=str(work), downloads_in='auto')
@@ -225,9 +226,13 @@ def test_downloads_go_to_memory_when_they_fit_and_to_workdir_otherwise(tmp_path,
     asked = _params(workdir=str(work), downloads_in='memory')
     assert dht8_plan.downloads_folder(asked, 1000) == in_memory
     with pytest.raises(UsageError, match=r'^--downloads-in memory: a point downloads 0\.0 GB, '
-                       r'over 25% of the 0\.0 GB of memory available; give --downloads-in '
-                       r'auto or workdir$'):
+                       r'and /dev/shm can take 0\.0 GB \(25% of the memory available, at most '
+                       r'its free space\); give --downloads-in auto or workdir$'):
         dht8_plan.downloads_folder(asked, 1001)
+    # a tmpfs smaller than a quarter of the memory (a container's /dev/shm) bounds it too
+    monkeypatch.setattr(dht8_plan, '_free', lambda path: 500)
+    assert dht8_plan.downloads_folder(auto, 501) == on_disk
+    assert dht8_plan.downloads_folder(auto, 500) == in_memory
     monkeypatch.setattr(scratch, 'memory_workdir', lambda name, uid=None: None)
     assert dht8_plan.downloads_folder(auto, 10) == on_disk
     with pytest.raises(UsageError, match='^--downloads-in memory needs a tmpfs at /dev/shm'):
@@ -240,6 +245,7 @@ def test_dry_run_lists_the_largest_download_in_each_folder(tmp_path, monkeypatch
     big = _params(files=10000, part2_divisor=1, workdir=str(tmp_path), downloads_in='auto')
     d_set = 100 * 10 * dht_files.MB                 # set D: 100 files of 10 MB per peer
     monkeypatch.setattr(dht8_plan, '_available', lambda: 4 * d_set)   # room: one set D
+    monkeypatch.setattr(dht8_plan, '_free', lambda path: 10 * d_set)
     disk = dict((str(p), b) for p, b in dht8.Dht8().disk(big))
     assert disk[str(tmp_path / 'downloads')] == 8 * d_set             # D to 8 peers
     assert disk[str(memory / 'downloads')] == 8 * 100 * dht_files.MB  # C (1,000 x 100 KB)

@@ -97,6 +97,8 @@ def downloads_folder(params, nbytes):
     if mode == 'workdir' or getattr(params, 'backend', 'emu') == 'sim':
         return disk
     base, room = scratch.memory_workdir('dht8'), DOWNLOADS_MEMORY_SHARE * _available()
+    if base is not None:        # a tmpfs may be smaller than memory (a container's 64 MB)
+        room = min(room, _free(scratch.MEMORY_BASE))
     if base is not None and nbytes <= room:
         return os.path.join(base, 'downloads')
     if mode == 'auto':
@@ -106,10 +108,17 @@ def downloads_folder(params, nbytes):
                          'there; give --downloads-in workdir' % (
                              scratch.MEMORY_BASE,
                              scratch.file_system(scratch.MEMORY_BASE) or 'none'))
-    raise UsageError('--downloads-in memory: a point downloads %.1f GB, over %d%% of the '
-                     '%.1f GB of memory available; give --downloads-in auto or workdir' % (
-                         nbytes / 1e9, 100 * DOWNLOADS_MEMORY_SHARE,
-                         room / DOWNLOADS_MEMORY_SHARE / 1e9))
+    raise UsageError('--downloads-in memory: a point downloads %.1f GB, and %s can take %.1f '
+                     'GB (%d%% of the memory available, at most its free space); give '
+                     '--downloads-in auto or workdir' % (
+                         nbytes / 1e9, scratch.MEMORY_BASE, room / 1e9,
+                         100 * DOWNLOADS_MEMORY_SHARE))
+
+
+def _free(path):
+    """Return the bytes free on path's file system."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
 
 
 def _available():
@@ -149,7 +158,7 @@ def _check_disk(params, values, folder):
     need = sum(size for path, size, spec in _needs(params, values)
                if (spec is None and not _in_memory(path)) or
                (spec is not None and not dht_files.is_generated(spec, params.workdir)))
-    free = os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    free = _free(folder)
     if need > free:
         raise UsageError('--workdir %s needs %.1f GB for file sets and downloads, and '
                          '%s has %.1f GB free' % (params.workdir, need / 1e9, folder,
