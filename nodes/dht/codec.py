@@ -160,6 +160,9 @@ def _strlist(items):
     return _U32.pack(len(items)) + b''.join([_str(s) for s in items])
 
 
+strlist_field = _strlist        # for search_frames, which writes FOUND from its parts
+
+
 def _body(msg):
     """Encode the body of a message."""
     t = type(msg)
@@ -312,6 +315,10 @@ class Decoder:
         self._buf = bytearray()
         self._raw_left = 0
         self.broken = False
+
+    def between_frames(self):
+        """True when the next byte fed would begin a frame (not a FILE's raw bytes)."""
+        return not self._buf and not self._raw_left and not self.broken
 
     @property
     def pending(self):

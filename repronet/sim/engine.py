@@ -9,13 +9,19 @@ the same rule). Nothing here reads the wall clock or a random source.
 
 Cancellation is lazy: a cancelled event stays in the heap and is skipped when popped, which
 keeps ``cancel()`` O(1) (timers are re-armed far more often than they fire). When more than
-half of a large heap is cancelled events, it is rebuilt without them: a re-armed timeout far
-in the future would otherwise keep its node (and everything the node holds) alive to the end.
+half of the heap (and more than ``REBUILD_DEAD`` entries) is cancelled events, it is rebuilt
+without them: a re-armed timeout far in the future would otherwise keep its node (and
+everything the node holds) alive to the end, and every push and pop would sift through
+them (a DHT search round leaves the 300 s idle timers of its 64 connections behind, so the
+heap of a few dozen live events grew by that much per round). A rebuild costs the heap's
+length and comes after at least half that many cancels: constant per cancel.
 A timer moved later (``retime``) keeps its entry, which files it again when it comes up.
 """
 
 import heapq
 import platform
+
+REBUILD_DEAD = 64           # cancelled entries at least, before a rebuild
 
 
 class Event:
@@ -90,7 +96,7 @@ class Engine:
     def _cancelled(self):
         """Count a cancelled event; rebuild a large heap that is mostly cancelled ones."""
         self._dead += 1
-        if self._dead > 4096 and 2 * self._dead > len(self._heap):
+        if self._dead > REBUILD_DEAD and 2 * self._dead > len(self._heap):
             live = self._live
             self._heap[:] = [entry for entry in self._heap if live(entry)]   # in place:
             heapq.heapify(self._heap)              # run() holds the list

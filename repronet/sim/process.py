@@ -26,6 +26,7 @@ nothing answers) and run in order on ``resume``, and, with a processing-cost mod
 (``repronet.sim.cpu``), each waits for the node's one thread and one of the machine's cores.
 """
 
+import os
 import random
 import zlib
 
@@ -34,6 +35,9 @@ from repronet import logline
 
 class SimNodeError(RuntimeError):
     """A simulated node did not become ready or did not end in time (one sentence)."""
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 
 class _Log:
@@ -46,7 +50,7 @@ class _Log:
     def __init__(self, proc, path):
         self.proc, self.path = proc, path
         self.lines, self.size = [], 0
-        open(path, 'w').close()
+        os.close(os.open(path, _CREATE, 0o666))     # open(path, 'w').close(), less
 
     def write(self, event, t=None, flush=False, **fields):
         self.text(logline.line(self.proc.engine.now if t is None else t, event, fields), flush)

@@ -1,0 +1,123 @@
+"""An index server's SEARCH fast path (`nodes.dht.search_frames`) against the general path.
+
+A connection answers well-formed SEARCH frames from their bytes; one with `fast_search`
+False decodes every frame and encodes every reply. Both must write the same bytes, close
+at the same call and count the same, whatever arrives: good searches (names held or not,
+non-ASCII), SEARCH frames that are short, long, not UTF-8 or of another version, registers
+that change the holders between searches, FILE headers (whose raw bytes follow), unknown
+types, a frame too long to trust, all cut at random points.
+"""
+
+import random
+import struct
+
+from nodes.dht import codec, search_frames
+from nodes.dht.server_core import ServerConnection, ServerCore
+
+NAMES = ['a.txt', 'b', 'émile.bin', 'x' * 255, 'ünï/cödé', '', 'f%d' % 7]
+ADDRS = ['10.0.0.%d:8000' % i for i in range(1, 5)]
+
+
+def _search_frame(rng, req):
+    """A SEARCH frame, well formed or not."""
+    name = rng.choice(NAMES).encode('utf-8')
+    body = struct.pack('>H', len(name)) + name
+    kind = rng.random()
+    if kind < 0.08:
+        body = body[:rng.randrange(len(body) + 1)]          # short
+    elif kind < 0.14:
+        body += bytes([rng.randrange(256)])                 # trailing byte
+    elif kind < 0.20:
+        body = struct.pack('>H', 2) + b'\xff\xfe'           # not UTF-8
+    elif kind < 0.24:
+        body = struct.pack('>H', len(name) + 3) + name      # length beyond the body
+    version = 2 if rng.random() < 0.04 else codec.PROTOCOL_VERSION
+    return struct.pack('>IBBI', 6 + len(body), version, 0x03, req) + body
+
+
+def _stream(rng, n):
+    """n frames of a client that mostly searches."""
+    out = []
+    for _ in range(n):
+        req = rng.randrange(2 ** 32)
+        kind = rng.random()
+        if kind < 0.6:
+            out.append(_search_frame(rng, req))
+        elif kind < 0.75:
+            names = tuple(rng.sample(NAMES, rng.randrange(1, 4)))
+            msg = (codec.Register if rng.random() < 0.7 else codec.Unregister)(
+                req, rng.choice(ADDRS), names)
+            out.append(codec.encode(msg))
+        elif kind < 0.8:        # raw bytes after it: a few, or what looks like a SEARCH
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(4))) \
+                if rng.random() < 0.5 else _search_frame(rng, req)
+            out.append(codec.encode(codec.FileHeader(req, len(body), 0, b'\0' * 32)) + body)
+        elif kind < 0.85:
+            out.append(struct.pack('>IBBI', 6, 1, rng.choice([0x05, 0x81, 0x82]), req))
+        elif kind < 0.87:
+            out.append(struct.pack('>I', 2 ** 31))          # fatal length
+        else:
+            out.append(codec.encode(codec.Search(req, rng.choice(NAMES))))
+    return b''.join(out)
+
+
+def _serve(data, cuts, fast, used=None):
+    """Every call's (reply bytes, close) and the counters of a fresh server fed data;
+    used (a list) gets one item per frame the fast path answered."""
+    core = ServerCore('s1')
+    for name in NAMES[:3]:
+        core.store.add(name, ADDRS[0])
+    if used is not None:
+        answer = core.search_frame
+        core.search_frame = lambda *item: used.append(item) or answer(*item)
+    conn = ServerConnection(core)
+    conn.fast_search = fast
+    calls, start = [], 0
+    for cut in sorted(cuts) + [len(data)]:
+        calls.append(conn.receive(data[start:cut], 1.0))
+        start = cut
+        for _ in range(100):
+            if not conn.waiting or calls[-1][1]:
+                break
+            calls.append(conn.more(1.0))
+        if calls[-1][1]:
+            break
+    return calls, dict(core.counters), conn.buffered
+
+
+def test_the_fast_path_writes_and_counts_what_the_general_path_does():
+    rng = random.Random(13)
+    used = []
+    for _ in range(1500):
+        data = _stream(rng, rng.randrange(1, 40))
+        cuts = rng.sample(range(1, len(data)), min(len(data) - 1, rng.randrange(4)))
+        assert _serve(data, cuts, True, used) == _serve(data, cuts, False)
+    assert len(used) > 5000
+
+
+def test_a_well_formed_search_is_taken_apart_and_others_are_left_to_the_decoder():
+    frame = codec.encode(codec.Search(7, 'émile.bin'))
+    assert search_frames.read(frame, 0, len(frame) - 4) == (
+        7, 'émile.bin', frame[10:])
+    for bad in (frame[:-1], frame + b'x'):
+        bad = struct.pack('>I', len(bad) - 4) + bad[4:]
+        assert search_frames.read(bad, 0, len(bad) - 4) is None
+    other = codec.encode(codec.NotFound(7, 'a'))
+    assert search_frames.read(other, 0, len(other) - 4) is None
+
+
+def test_answers_match_handle_and_encode_for_held_and_unknown_names():
+    rng = random.Random(5)
+    fast, slow = ServerCore('s1'), ServerCore('s1')
+    for _ in range(3000):
+        name = rng.choice(NAMES)
+        if rng.random() < 0.3:
+            addr, change = rng.choice(ADDRS[:2]), 'add' if rng.random() < 0.5 else 'remove'
+            for core in (fast, slow):
+                getattr(core.store, change)(name, addr)
+        req = rng.randrange(2 ** 32)
+        field = codec.encode(codec.Search(req, name))[10:]
+        assert fast.search_frame(req, name, field) == codec.encode(
+            slow.handle(codec.Search(req, name), 0.0))
+    assert fast.counters == slow.counters
+    assert fast.counters['found'] > 300 and fast.counters['not_found'] > 300
