@@ -58,7 +58,7 @@ from mininet.topo import Topo  # noqa: E402
 from repronet.run.options import UsageError  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
-from workloads import dht_files, dht8_plan, scratch  # noqa: E402
+from workloads import dht_files, dht8_plan  # noqa: E402
 from workloads.dht8_plan import fileset_spec  # noqa: E402
 from workloads.dht8_points import FAULTS, Point  # noqa: E402
 from workloads.scratch import MEMORY_BASE, default_workdir  # noqa: E402
@@ -244,9 +244,9 @@ class Dht8(Experiment):
         ctx.results.update(hosts={h: ctx.host(h).IP()
                                    for h in self.topology(ctx.params).hosts()})
         self.sets = {}
-        memory = scratch.memory_workdir('dht8')
+        memory = dht8_plan.memory_downloads()
         if memory and ctx.runs_programs():      # what a killed run left in memory
-            shutil.rmtree(os.path.join(memory, 'downloads'), ignore_errors=True)
+            shutil.rmtree(memory, ignore_errors=True)
 
     def run_point(self, ctx, point):
         """Run one point (workloads.dht8_points); note failed operations."""

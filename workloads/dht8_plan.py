@@ -96,14 +96,14 @@ def downloads_folder(params, nbytes):
     disk = os.path.join(params.workdir, 'downloads')
     if mode == 'workdir' or getattr(params, 'backend', 'emu') == 'sim':
         return disk
-    base, room = scratch.memory_workdir('dht8'), DOWNLOADS_MEMORY_SHARE * _available()
-    if base is not None:        # a tmpfs may be smaller than memory (a container's 64 MB)
+    memory, room = memory_downloads(), DOWNLOADS_MEMORY_SHARE * _available()
+    if memory is not None:      # a tmpfs may be smaller than memory (a container's 64 MB)
         room = min(room, _free(scratch.MEMORY_BASE))
-    if base is not None and nbytes <= room:
-        return os.path.join(base, 'downloads')
+    if memory is not None and nbytes <= room:
+        return memory
     if mode == 'auto':
         return disk
-    if base is None:
+    if memory is None:
         raise UsageError('--downloads-in memory needs a tmpfs at %s, and this machine has %s '
                          'there; give --downloads-in workdir' % (
                              scratch.MEMORY_BASE,
@@ -113,6 +113,13 @@ def downloads_folder(params, nbytes):
                      '--downloads-in auto or workdir' % (
                          nbytes / 1e9, scratch.MEMORY_BASE, room / 1e9,
                          100 * DOWNLOADS_MEMORY_SHARE))
+
+
+def memory_downloads():
+    """The downloads folder in memory (under scratch.memory_workdir), or None without a
+    tmpfs at /dev/shm."""
+    base = scratch.memory_workdir('dht8')
+    return None if base is None else os.path.join(base, 'downloads')
 
 
 def _free(path):
@@ -166,9 +173,8 @@ def _check_disk(params, values, folder):
 
 
 def _in_memory(path):
-    """True when path is under the memory folder (downloads_folder's memory choice)."""
-    base = scratch.memory_workdir('dht8')
-    return base is not None and str(path).startswith(base + os.sep)
+    """True when path is the memory folder (downloads_folder's memory choice)."""
+    return str(path) == memory_downloads()
 
 
 def disk_needs(params, values):

@@ -87,9 +87,9 @@ def choose_victim(servers, rng):
 class Point:
     """One point's nodes and steps; run() returns what points.jsonl keeps."""
 
-    def __init__(self, ctx, point, fileset, downloads_folder=None):
+    def __init__(self, ctx, point, fileset, downloads_folder):
         """downloads_folder(nbytes) names the folder a download point's clients write their
-        nbytes in (dht8_plan.downloads_folder; default: --workdir/downloads)."""
+        nbytes in (dht8_plan.downloads_folder with the run's parameters)."""
         self.ctx, self.point, self.fileset = ctx, point, fileset
         self.params = ctx.params
         self.tag = 'p%03d' % point['point']
@@ -102,8 +102,7 @@ class Point:
         self.server_arg = ','.join('%s=%s:%d' % (s, ctx.host(s).IP(), INDEX_PORT)
                                    for s in self.servers)
         self.scratch = os.path.join(self.params.workdir, 'names', self.tag)
-        self.downloads_folder = downloads_folder or (
-            lambda nbytes: os.path.join(self.params.workdir, 'downloads'))
+        self.downloads_folder = downloads_folder
         self.nodes = []
         self.fault = None           # the fault record once injected
         self._undo = None           # how to end the fault (hang, cut)

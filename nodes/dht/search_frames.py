@@ -14,12 +14,8 @@ file headers, unknown types, split anywhere) to a connection with and without th
 A frame that is not a well-formed SEARCH goes the general way, which says what is wrong.
 """
 
-import struct
-
 from . import codec
-
-_HEAD = struct.Struct('>IBBI')      # length, version, type, req (codec's frame header)
-_U16 = struct.Struct('>H')
+from .codec import _HEAD, _U16      # the frame header (length, version, type, req), u16
 _FOUND, _NOTFOUND = codec.Found.TYPE, codec.NotFound.TYPE
 MAX_TAILS = 4096                    # holders tuples remembered (their encoded strlist)
 
