@@ -108,3 +108,17 @@ def test_a_host_daemon_merges_only_what_every_worker_printed(tmp_path):
     daemon.log_paths = paths
     got = daemon.events('stats')
     assert [g['arrivals'] for g in got] == [6]
+
+
+def test_a_worker_reads_its_own_queue_draws_its_own_numbers_and_shares_the_clocks():
+    from repronet.emu.linkemu_daemon import daemon_argv, host_id
+
+    def flag(argv, name):
+        return argv[argv.index(name) + 1] if name in argv else None
+
+    first = daemon_argv('linkdelay', 'c.conf', 7, 'h2', 4, False)
+    second = daemon_argv('linkdelay', 'c.conf', 7, 'h2', 4, False, worker=1, clocks_fd=9)
+    assert (flag(first, '--queue'), flag(second, '--queue')) == ('0', '1')
+    assert flag(first, '--host-id') == str(host_id('h2')) != flag(second, '--host-id')
+    assert (flag(first, '--clocks-fd'), flag(second, '--clocks-fd')) == (None, '9')
+    assert flag(first, '--seed') == flag(second, '--seed') == '7'
