@@ -81,15 +81,17 @@ def test_worker_cpus_split_every_cpu_once(monkeypatch):
     assert workers.worker_cpus(local=True, reserved=False) == [{0}, {1}]
 
 
-@pytest.mark.parametrize('local,reserved,fanout,cpus', [
-    (False, False, True, 2), (True, True, True, 2), (True, False, False, 2),
-    (True, False, True, 1)])
-def test_one_unpinned_worker_where_fanout_cannot_help(monkeypatch, local, reserved, fanout,
-                                                      cpus):
-    """A host on another server, CPUs reserved for the daemons, fanout off, one CPU."""
+@pytest.mark.parametrize('local,reserved,draws,fanout,cpus', [
+    (False, False, False, True, 2), (True, True, False, True, 2),
+    (True, False, True, True, 2), (True, False, False, False, 2),
+    (True, False, False, True, 1)])
+def test_one_unpinned_worker_where_fanout_cannot_help(monkeypatch, local, reserved, draws,
+                                                      fanout, cpus):
+    """A host on another server, CPUs reserved for the daemons, loss or jitter on a path
+    (a seed must repeat its draws: one generator in arrival order), fanout off, one CPU."""
     monkeypatch.setattr(workers.os, 'cpu_count', lambda: cpus)
     monkeypatch.setattr(workers, 'FANOUT', fanout)
-    assert workers.worker_cpus(local=local, reserved=reserved) == [None]
+    assert workers.worker_cpus(local=local, reserved=reserved, draws=draws) == [None]
 
 
 def test_rule_spreads_by_cpu_only_with_workers():
@@ -110,7 +112,7 @@ def test_a_host_daemon_merges_only_what_every_worker_printed(tmp_path):
     assert [g['arrivals'] for g in got] == [6]
 
 
-def test_a_worker_reads_its_own_queue_draws_its_own_numbers_and_shares_the_clocks():
+def test_a_worker_reads_its_own_queue_and_shares_the_clocks():
     from repronet.emu.linkemu_daemon import daemon_argv, host_id
 
     def flag(argv, name):
@@ -119,6 +121,6 @@ def test_a_worker_reads_its_own_queue_draws_its_own_numbers_and_shares_the_clock
     first = daemon_argv('linkdelay', 'c.conf', 7, 'h2', 4, False)
     second = daemon_argv('linkdelay', 'c.conf', 7, 'h2', 4, False, worker=1, clocks_fd=9)
     assert (flag(first, '--queue'), flag(second, '--queue')) == ('0', '1')
-    assert flag(first, '--host-id') == str(host_id('h2')) != flag(second, '--host-id')
+    assert flag(first, '--host-id') == flag(second, '--host-id') == str(host_id('h2'))
     assert (flag(first, '--clocks-fd'), flag(second, '--clocks-fd')) == (None, '9')
     assert flag(first, '--seed') == flag(second, '--seed') == '7'

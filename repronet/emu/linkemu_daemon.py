@@ -110,11 +110,10 @@ def daemon_argv(binary, config, seed, host, receivers, gso, worker=0, clocks_fd=
     daemons, workers counted): its config file, queue, seed, host ID and scheduling flags (see
     the module docstring); gso when no path to it has loss or jitter (whole GSO packets may
     then be held as one: fewer verdicts). Worker k of a host's daemon (linkemu_workers) reads
-    queue QUEUE + k, draws from its own generators and shares the link clocks of clocks_fd.
-    Every daemon, the emulation's or a bench's, starts so."""
+    queue QUEUE + k and shares the link clocks of clocks_fd. Every daemon, the emulation's or
+    a bench's, starts so."""
     return [binary, '--config', config, '--queue', str(QUEUE + worker), '--seed', str(seed),
-            '--host-id', str(host_id(host if not worker else f'{host}#{worker}')),
-            '--control-stdin',
+            '--host-id', str(host_id(host)), '--control-stdin',
             '--rt-priority', str(RT_PRIORITY), '--rt-budget-ms', str(RT_BUDGET_MS),
             '--spin-us', str(SPIN_US), '--spin-permille', str(spin_permille(receivers)),
             '--verdict-batch', str(VERDICT_BATCH)] + (['--gso'] if gso else []) + \
@@ -186,11 +185,15 @@ class DaemonSet:
         os.makedirs(folder, exist_ok=True)
         receivers = self.paths.receivers()
         reserved = self.cpus is not None and self.cpus.active
-        plans = {dst: linkemu_workers.worker_cpus(not hasattr(net[dst], 'put_file'), reserved)
+        configs = {dst: daemon_config(self.paths.to(dst), lambda src: [
+            i.IP() for i in net[src].intfList() if i.IP()]) for dst in receivers}
+        # no loss or jitter on any path to it ("simple"): else one worker, see linkemu_workers
+        plans = {dst: linkemu_workers.worker_cpus(not hasattr(net[dst], 'put_file'), reserved,
+                                                  draws=not configs[dst][2])
                  for dst in receivers}
         total = sum(len(cpus) for cpus in plans.values())
         for dst in receivers:
-            self._start_one(net, binary, folder, dst, plans[dst], total)
+            self._start_one(net, binary, folder, dst, configs[dst], plans[dst], total)
         self._wait_ready()
         failed = _restore_all(self.daemons.values(), self._rules, 'adding the rule')
         for d in self.daemons.values():
@@ -203,11 +206,11 @@ class DaemonSet:
                 f'host {d.host.name}: {why}; linkdelay needs iptables with the NFQUEUE '
                 f'target in the host namespace.')
 
-    def _start_one(self, net, binary, folder, dst, workers, total):
-        """Write the config of dst and start its daemon's workers, one per CPU set in workers
-        (linkemu_workers; total: every host's together), not waiting for them."""
-        text, sources, simple, holds = daemon_config(
-            self.paths.to(dst), lambda src: [i.IP() for i in net[src].intfList() if i.IP()])
+    def _start_one(self, net, binary, folder, dst, configured, workers, total):
+        """Write the config of dst (configured: daemon_config's answer) and start its daemon's
+        workers, one per CPU set in workers (linkemu_workers; total: every host's together),
+        not waiting for them."""
+        text, sources, simple, holds = configured
         host = net[dst]
         intfs = [i.name for i in host.intfList() if i.name != 'lo']
         config = os.path.join(folder, f'linkdelay-{dst}.conf')

@@ -7,15 +7,21 @@ waiting). So the host's rule spreads its packets over one queue per CPU by the C
 enqueued them (``--queue-balance 0:N-1 --queue-cpu-fanout``), and the worker bound to queue k
 is pinned to CPU k: the packet's own CPU wakes it, with no interrupt across CPUs. A rated link
 stays one wire: the workers share its clock through a memory file (``--clocks-fd``,
-linkdelay_wire.c). Each worker draws loss and jitter from generators of its own (its host ID
-mixes in the worker number), so two workers never repeat each other's draws.
+linkdelay_wire.c).
+
+A host with loss or jitter on any path to it keeps one worker: a seed must drop (and jitter)
+the same packets again when a point is rerun, which needs each source's draws made in the
+order its packets arrived, by one generator; which worker gets a packet depends on the CPU
+it arrived on, which no seed fixes (tests/test_linkemu_root.py's reseed test failed with two
+workers: 644, 642 and 623 of 1,000 echoed, the two runs of one seed different).
 
 Every reader of a daemon's lines (readiness, reseed answers, stats, the manifest's
 ``link_holds``) sees one line per event merged over the workers (:func:`merge`): counters
 summed, maxima kept, means weighted by what they average over, the lateness histogram summed
 and its quantile bounds recomputed from it. A host stays one daemon in every record.
 
-One worker, unpinned, as before, when the daemons have CPUs of their own (``--link-cpus``),
+One worker, unpinned, as before, with loss or jitter (above), when the daemons have CPUs of
+their own (``--link-cpus``),
 on a host on another server (the runner pins only local processes, and cannot hand a memory
 file over ssh), with one CPU, or when :data:`FANOUT` is off (``lan_latency.py --queues one``).
 """
@@ -43,12 +49,13 @@ WEIGHTED = {'late_us_mean': 'released', 'verdict_us_mean': 'released',
 BOUNDS = (('p50', 0.5), ('p90', 0.9), ('p99', 0.99), ('p999', 0.999))
 
 
-def worker_cpus(local, reserved):
+def worker_cpus(local, reserved, draws=False):
     """The CPU set of each worker of one host's daemon: [None] (one worker, unpinned) unless
-    it runs on this machine (local), no CPUs are reserved for the daemons and there are two
-    CPUs or more; else one set per worker, worker k taking the CPUs c with c % n == k."""
+    it runs on this machine (local), no CPUs are reserved for the daemons, no path to it
+    draws loss or jitter (draws) and there are two CPUs or more; else one set per worker,
+    worker k taking the CPUs c with c % n == k."""
     count = os.cpu_count() or 1
-    if not FANOUT or not local or reserved or count < 2:
+    if not FANOUT or not local or reserved or draws or count < 2:
         return [None]
     n = min(count, WORKERS_MAX)
     return [{c for c in range(count) if c % n == k} for k in range(n)]
