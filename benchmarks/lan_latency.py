@@ -38,12 +38,13 @@ is the case the RLIMIT_RTTIME bound catches, so it prints whether one left SCHED
 To measure each step: ``--rt-priority``/``--spin-us`` another daemon schedule, ``--daemon``
 another build (an older commit's), ``--cpu-idle os`` CPUs free to sleep (repronet.emu.cpuidle),
 ``--link-cpus N`` the last N CPUs for the daemons alone (repronet.emu.linkcpus; the floor's
-hosts then get the same CPUs as every other row's).
+hosts then get the same CPUs as every other row's), ``--queues one`` one daemon process and
+queue per host instead of one worker per CPU (repronet.emu.linkemu_workers).
 
     sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5] [--loads
         idle,hogs] [--hogs 4] [--rounds 3] [--count 2000] [--interval 0.0005] [--tcp 5] [--rt-priority
         0..98] [--spin-us 0..1000] [--flood 0..60] [--daemon PATH] [--cpu-idle poll|os]
-        [--link-cpus N]
+        [--link-cpus N] [--queues fanout|one]
 """
 
 import argparse
@@ -284,6 +285,11 @@ def parse(argv):
                         help='set the last N CPUs apart for the daemons, the hosts (and the '
                         'floor\'s, so that it is comparable) on the others (repronet.emu.'
                         'linkcpus; default 0: shared)')
+    parser.add_argument('--queues', choices=('fanout', 'one'), default='fanout',
+                        help='fanout: each host\'s daemon as one worker per CPU, packets '
+                        'spread by the CPU they arrived on (repronet\'s default, '
+                        'repronet.emu.linkemu_workers); one: one daemon and queue per host, '
+                        'as before (default fanout)')
     parser.add_argument('--daemon', default=None, metavar='PATH',
                         help='run this linkdelay binary instead of the checkout\'s (it must '
                         'take the same flags)')
@@ -304,7 +310,8 @@ def parse(argv):
 
 def _override_schedule(args):
     """Run the daemons with the asked scheduling instead of repronet's (to measure each step)."""
-    from repronet.emu import linkemu_daemon
+    from repronet.emu import linkemu_daemon, linkemu_workers
+    linkemu_workers.FANOUT = args.queues == 'fanout'
     if args.rt_priority is not None:
         linkemu_daemon.RT_PRIORITY = args.rt_priority
     if args.spin_us is not None:

@@ -49,16 +49,18 @@ def run_bursts(tmp_path, batch, monkeypatch):
                           log_dir=tmp_path).start()
     try:
         h1, h2 = net.net.get('h1'), net.net.get('h2')
-        daemon = net.links._daemons.daemons['h2'].proc.pid
+        workers = net.links._daemons.daemons['h2'].pids     # one per CPU (linkemu_workers)
         receiver = h2.popen(['/usr/bin/python3', '-c', RECEIVE])
         time.sleep(0.5)
         for b in range(BURSTS):
-            os.kill(daemon, signal.SIGSTOP)
+            for pid in workers:
+                os.kill(pid, signal.SIGSTOP)
             try:
                 h1.cmd('/usr/bin/python3 -c \'%s\' %s %d' % (SEND, h2.IP(), b * BURST))
                 time.sleep(0.002)
             finally:
-                os.kill(daemon, signal.SIGCONT)
+                for pid in workers:
+                    os.kill(pid, signal.SIGCONT)
             time.sleep(0.02)
         out, _ = receiver.communicate(timeout=20)
     finally:

@@ -186,6 +186,8 @@ def test_daemon_refuses_bad_config_before_touching_a_queue(daemon, tmp_path, lin
     (['--verdict-batch', '0'], '--verdict-batch must be at least 1'),
     (['--verdict-batch', '65'], "--verdict-batch '65' is not a whole number in 0..64"),
     (['--verdict-batch'], 'lacks its value'),
+    (['--clocks-fd', '999'], 'cannot size the shared link clocks (fd 999): Bad file descriptor'),
+    (['--clocks-fd'], 'lacks its value'),
 ])
 def test_daemon_refuses_bad_flags(daemon, tmp_path, flags, message):
     """A flag value that does not fit is one line and exit 2, not a silently wrapped number."""

@@ -1,12 +1,14 @@
 """Start, check, reseed and stop the linkdelay daemons and their iptables rules in host namespaces.
 
-One ``repronet/emu/linkdelay/linkdelay`` process per receiving host that has at least one delayed
+One ``repronet/emu/linkdelay/linkdelay`` daemon per receiving host that has at least one delayed
 or lossy path to it; its config lists every host with a path to it (the daemon passes the
-undelayed ones at once). Order matters because the queue fails closed (no ``--queue-bypass``):
-every daemon starts and binds NFQUEUE 0 of its host's namespace first (readiness: its
-``{"event": "ready"}`` line), and only then does one rule per host, in the chain
-``REPRONET_LINKDELAY`` of the raw table, send the IPv4 packets arriving on the host's
-interface to it. Stopping removes the rules first, then sends SIGTERM to each daemon's own PID,
+undelayed ones at once). A local host's daemon is one worker process per CPU, each on its own
+queue and pinned to its CPU, sharing the rated links' clocks (``linkemu_workers`` says why
+and how; every record still shows one daemon per host). Order matters because the queue fails
+closed (no ``--queue-bypass``): every worker starts and binds its NFQUEUE (0, 1, ...) of its
+host's namespace first (readiness: its ``{"event": "ready"}`` line), and only then does one
+rule per host, in the chain ``REPRONET_LINKDELAY`` of the raw table, send the IPv4 packets
+arriving on the host's interface to them (spread by the CPU that enqueued each). Stopping removes the rules first, then sends SIGTERM to each daemon's own PID,
 which prints its final counters. Daemons run outside the host's CPU cgroup (``mnexec -da``
 without ``-g``): they emulate the network, not the host's work.
 
@@ -46,11 +48,11 @@ import tempfile
 import time
 import zlib
 
-from repronet.emu import linkemu_holds
-from repronet.emu.process import cpu_seconds, stop_popen
+from repronet.emu import linkemu_holds, linkemu_workers
+from repronet.emu.linkemu_workers import HostDaemon
+from repronet.emu.process import cpu_seconds
 from repronet.emu.linkemu_params import LinkEmulationError
 from repronet.emu.linkemu_paths import daemon_config
-from repronet.run.results import read_jsonl
 
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'linkdelay')
 BINARY = os.path.join(SOURCE_DIR, 'linkdelay')
@@ -103,22 +105,26 @@ def spin_permille(receivers):
     return min(SPIN_PERMILLE_MAX, int(1000 * SPIN_CPUS / max(1, receivers)))
 
 
-def daemon_argv(binary, config, seed, host, receivers, gso):
+def daemon_argv(binary, config, seed, host, receivers, gso, worker=0, clocks_fd=None):
     """The command line of the daemon of receiving host ``host`` (one of ``receivers``
-    daemons): its config file, queue, seed, host ID and scheduling flags (see the module
-    docstring); gso when no path to it has loss or jitter (whole GSO packets may then be
-    held as one: fewer verdicts). Every daemon, the emulation's or a bench's, starts so."""
-    return [binary, '--config', config, '--queue', str(QUEUE), '--seed', str(seed),
+    daemons, workers counted): its config file, queue, seed, host ID and scheduling flags (see
+    the module docstring); gso when no path to it has loss or jitter (whole GSO packets may
+    then be held as one: fewer verdicts). Worker k of a host's daemon (linkemu_workers) reads
+    queue QUEUE + k and shares the link clocks of clocks_fd. Every daemon, the emulation's or
+    a bench's, starts so."""
+    return [binary, '--config', config, '--queue', str(QUEUE + worker), '--seed', str(seed),
             '--host-id', str(host_id(host)), '--control-stdin',
             '--rt-priority', str(RT_PRIORITY), '--rt-budget-ms', str(RT_BUDGET_MS),
             '--spin-us', str(SPIN_US), '--spin-permille', str(spin_permille(receivers)),
-            '--verdict-batch', str(VERDICT_BATCH)] + (['--gso'] if gso else [])
+            '--verdict-batch', str(VERDICT_BATCH)] + (['--gso'] if gso else []) + \
+        (['--clocks-fd', str(clocks_fd)] if clocks_fd is not None else [])
 
 
-def rules_text(intfs):
+def rules_text(intfs, workers=1):
     """The raw-table transaction (``iptables-restore --noflush``) that sends what arrives on
-    intfs to the daemon's queue."""
-    rules = [f'-A {CHAIN} -i {intf} -j NFQUEUE --queue-num {QUEUE}' for intf in intfs]
+    intfs to the daemon's queue (its workers' queues, spread by CPU)."""
+    target = linkemu_workers.rule_target(workers)
+    rules = [f'-A {CHAIN} -i {intf} -j NFQUEUE {target}' for intf in intfs]
     return '\n'.join(['*raw', f':{CHAIN} - [0:0]', f'-I PREROUTING 1 -j {CHAIN}']
                      + rules + ['COMMIT', ''])
 
@@ -127,33 +133,6 @@ def unrules_text():
     """The transaction that removes what rules_text() added."""
     return '\n'.join(['*raw', f'-D PREROUTING -j {CHAIN}', f'-F {CHAIN}', f'-X {CHAIN}',
                       'COMMIT', ''])
-
-
-class _Daemon:
-    """One running daemon: its host, process, files and the interface its rule matches."""
-
-    def __init__(self, host, proc, log_path, err_path, intfs):
-        self.host, self.proc, self.log_path, self.err_path = host, proc, log_path, err_path
-        self.intfs = intfs
-        self.sources = 0
-        self.hold_us_min = None     # the smallest and largest non-zero hold its config asks
-        self.hold_us_max = None     # for (jitter aside)
-        self.cpu_s = 0.0
-        self.final = None
-        self.seeded = []            # its seeded lines (counters at each reseed), once stopped
-        self.rules = False
-
-    def events(self, kind):
-        """This daemon's JSON lines of one event kind so far (a line being written is skipped)."""
-        return [e for e in read_jsonl(self.log_path) if e.get('event') == kind]
-
-    def stderr(self):
-        """What the daemon said on stderr, or 'no message'."""
-        try:
-            with open(self.err_path) as f:
-                return f.read().strip() or 'no message'
-        except OSError:
-            return 'no message'
 
 
 def _cpu_of(proc):
@@ -204,8 +183,17 @@ class DaemonSet:
             self._scratch = tempfile.mkdtemp(prefix='repronet-linkdelay-')
         folder = self.log_dir or self._scratch
         os.makedirs(folder, exist_ok=True)
-        for dst in self.paths.receivers():
-            self._start_one(net, binary, folder, dst)
+        receivers = self.paths.receivers()
+        reserved = self.cpus is not None and self.cpus.active
+        configs = {dst: daemon_config(self.paths.to(dst), lambda src: [
+            i.IP() for i in net[src].intfList() if i.IP()]) for dst in receivers}
+        # no loss or jitter on any path to it ("simple"): else one worker, see linkemu_workers
+        plans = {dst: linkemu_workers.worker_cpus(not hasattr(net[dst], 'put_file'), reserved,
+                                                  draws=not configs[dst][2])
+                 for dst in receivers}
+        total = sum(len(cpus) for cpus in plans.values())
+        for dst in receivers:
+            self._start_one(net, binary, folder, dst, configs[dst], plans[dst], total)
         self._wait_ready()
         failed = _restore_all(self.daemons.values(), self._rules, 'adding the rule')
         for d in self.daemons.values():
@@ -218,10 +206,11 @@ class DaemonSet:
                 f'host {d.host.name}: {why}; linkdelay needs iptables with the NFQUEUE '
                 f'target in the host namespace.')
 
-    def _start_one(self, net, binary, folder, dst):
-        """Write the config of dst and start its daemon (not waiting for it)."""
-        text, sources, simple, holds = daemon_config(
-            self.paths.to(dst), lambda src: [i.IP() for i in net[src].intfList() if i.IP()])
+    def _start_one(self, net, binary, folder, dst, configured, workers, total):
+        """Write the config of dst (configured: daemon_config's answer) and start its daemon's
+        workers, one per CPU set in workers (linkemu_workers; total: every host's together),
+        not waiting for them."""
+        text, sources, simple, holds = configured
         host = net[dst]
         intfs = [i.name for i in host.intfList() if i.name != 'lo']
         config = os.path.join(folder, f'linkdelay-{dst}.conf')
@@ -229,19 +218,27 @@ class DaemonSet:
             f.write(text)
         if hasattr(host, 'put_file'):   # a host on another server reads its own copy
             config = host.put_file(config)
-        argv = daemon_argv(binary, config, self.seed, dst, len(self.paths.receivers()), simple)
-        log_path = os.path.join(folder, f'linkdelay-{dst}.jsonl')
-        err_path = os.path.join(folder, f'linkdelay-{dst}.err')
-        with open(log_path, 'w') as out, open(err_path, 'w') as err:
-            # stdin stays an open pipe: if this process dies, the daemon sees EOF and exits.
-            proc = host.popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                              mncmd=['mnexec', '-da', str(host.pid)])
-        self.daemons[dst] = _Daemon(host, proc, log_path, err_path, intfs)
-        if self.cpus is not None and not hasattr(host, 'put_file'):   # local daemons only
-            self.cpus.place(dst, proc.pid)
-        self.daemons[dst].sources = sources
-        self.daemons[dst].hold_us_min = min((h for h in holds if h > 0), default=None)
-        self.daemons[dst].hold_us_max = max(holds, default=None) or None
+        daemon = self.daemons[dst] = HostDaemon(host, intfs)
+        if len(workers) > 1 and any(line.startswith('link ') for line in text.splitlines()):
+            daemon.clocks_fd = linkemu_workers.open_clocks(dst)
+        for k, cpus in enumerate(workers):
+            argv = daemon_argv(binary, config, self.seed, dst, total, simple, k,
+                               daemon.clocks_fd)
+            name = dst if not k else f'{dst}.{k}'
+            log_path = os.path.join(folder, f'linkdelay-{name}.jsonl')
+            err_path = os.path.join(folder, f'linkdelay-{name}.err')
+            with open(log_path, 'w') as out, open(err_path, 'w') as err:
+                # stdin stays an open pipe: if this process dies, the daemon sees EOF and exits.
+                proc = host.popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err,
+                                  mncmd=['mnexec', '-da', str(host.pid)],
+                                  **({'pass_fds': (daemon.clocks_fd,)}
+                                     if daemon.clocks_fd is not None else {}))
+            daemon.add(proc, log_path, err_path, cpus)
+            if self.cpus is not None and not hasattr(host, 'put_file'):   # local daemons only
+                self.cpus.place(dst, proc.pid)
+        daemon.sources = sources
+        daemon.hold_us_min = min((h for h in holds if h > 0), default=None)
+        daemon.hold_us_max = max(holds, default=None) or None
 
     def _wait_ready(self):
         """Return once every daemon printed ready; raise with its stderr if one exits or stalls."""
@@ -251,7 +248,7 @@ class DaemonSet:
             for name, d in list(pending.items()):
                 if d.events('ready'):
                     del pending[name]
-                elif d.proc.poll() is not None or time.monotonic() > deadline:
+                elif d.exited() or time.monotonic() > deadline:
                     raise LinkEmulationError(
                         f'the linkdelay daemon on {name} did not become ready '
                         f'({d.stderr()}); check that this kernel has NFQUEUE '
@@ -261,11 +258,13 @@ class DaemonSet:
 
     def schedule(self):
         """How the daemons were scheduled, for the manifest: asked for, and what each got."""
-        got, quantile = {}, None
+        got, quantile, cpus = {}, None, {}
         for name, d in self.daemons.items():
             ready = d.events('ready')
             got[name] = ready[0].get('policy') if ready else None
             quantile = ready[0].get('spin_quantile', quantile) if ready else quantile
+            cpus[name] = d.cpus
+        workers = sum(len(d.procs) for d in self.daemons.values())
         try:
             with open(RT_THROTTLE) as f:
                 throttle = int(f.read())
@@ -274,9 +273,10 @@ class DaemonSet:
         return {'policy': 'fifo' if RT_PRIORITY else 'other', 'rt_priority': RT_PRIORITY,
                 'rt_budget_ms': RT_BUDGET_MS, 'rt_runtime_us': throttle,
                 'spin_us_cap': SPIN_US, 'spin_window': 'learned', 'spin_quantile': quantile,
-                'spin_permille': spin_permille(len(self.paths.receivers())),
+                'spin_permille': spin_permille(workers),
                 'spin_cpus': SPIN_CPUS, 'queue_reads': 'lazy', 'verdict_batch': VERDICT_BATCH,
-                'policy_got': got}
+                'policy_got': got, 'queues': 'cpu-fanout' if workers > len(self.daemons)
+                else 'one', 'worker_cpus': cpus}
 
     def holds(self):
         """After stop: the daemons' lateness next to their configured holds, for the manifest
@@ -293,7 +293,7 @@ class DaemonSet:
     @staticmethod
     def _rules(daemon):
         """The raw-table transaction that sends the host's incoming IPv4 packets to its daemon."""
-        return rules_text(daemon.intfs)
+        return rules_text(daemon.intfs, len(daemon.procs))
 
     @staticmethod
     def _unrules(daemon):
@@ -302,7 +302,7 @@ class DaemonSet:
 
     def pids(self):
         """PIDs of every daemon started (running or not)."""
-        return [d.proc.pid for d in self.daemons.values()]
+        return [pid for d in self.daemons.values() for pid in d.pids]
 
     def reseed(self, seed, timeout=5.0):
         """Reseed every running daemon; return once all answered, else raise one sentence."""
@@ -311,8 +311,7 @@ class DaemonSet:
         before = {n: len(d.events('seeded')) for n, d in live.items()}
         for name, d in live.items():
             try:
-                d.proc.stdin.write(f'seed {int(seed)}\n'.encode())
-                d.proc.stdin.flush()
+                d.write(f'seed {int(seed)}\n')
             except OSError as e:
                 raise LinkEmulationError(
                     f'the linkdelay daemon on {name} cannot be reseeded ({e}); it has '
@@ -323,7 +322,7 @@ class DaemonSet:
                 seeded = d.events('seeded')
                 if len(seeded) > before[name] and seeded[-1].get('seed') == int(seed):
                     del live[name]
-                elif d.proc.poll() is not None or time.monotonic() > deadline:
+                elif d.exited() or time.monotonic() > deadline:
                     raise LinkEmulationError(
                         f'the linkdelay daemon on {name} did not confirm seed {seed} within '
                         f'{timeout:g} s ({d.stderr()}).')
@@ -333,7 +332,7 @@ class DaemonSet:
     def cpu_seconds(self):
         """Per receiving host: user+system CPU seconds its daemon has used so far."""
         for d in self.daemons.values():
-            cpu = _cpu_of(d.proc) if d.final is None else None
+            cpu = d.cpu_seconds(_cpu_of) if d.final is None else None
             if cpu is not None:
                 d.cpu_s = cpu
         return {name: d.cpu_s for name, d in self.daemons.items()}
@@ -348,9 +347,9 @@ class DaemonSet:
         cpu = self.cpu_seconds()
         before = {}
         for name, d in self.daemons.items():
-            if d.final is None and d.proc.poll() is None:
+            if d.final is None and not d.exited():
                 before[name] = len(d.events('stats'))
-                d.proc.send_signal(signal.SIGUSR1)
+                d.signal(signal.SIGUSR1)
         deadline = time.monotonic() + timeout
         out = {}
         for name, d in self.daemons.items():
@@ -366,7 +365,8 @@ class DaemonSet:
             elif d.final is None:       # died on its own: its last words, if any
                 stats = d.events('stats')
                 counters = stats[-1] if stats else None
-            out[name] = {'pid': d.proc.pid, 'cpu_s': cpu[name], 'sources': d.sources,
+            out[name] = {'pid': d.pids[0], 'pids': d.pids, 'cpu_s': cpu[name],
+                         'sources': d.sources,
                          'counters': counters, 'stale': stale}
         return out
 
@@ -378,21 +378,12 @@ class DaemonSet:
         except Exception:   # a host's namespace may already be gone with the network
             pass
         for d in live:
-            cpu = _cpu_of(d.proc)
+            cpu = d.cpu_seconds(_cpu_of)
             if cpu is not None:
                 d.cpu_s = cpu
-            if d.proc.poll() is None:
-                d.proc.send_signal(signal.SIGTERM)
+            d.signal(signal.SIGTERM)
         for d in live:
-            stop_popen(d.proc, grace=3)
-            if d.proc.stdin:
-                try:
-                    d.proc.stdin.close()
-                except OSError:
-                    pass
-            stats = d.events('stats')
-            d.final = stats[-1] if stats else {}
-            d.seeded = d.events('seeded')   # read before a scratch folder goes
+            d.stop(grace=3)
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None

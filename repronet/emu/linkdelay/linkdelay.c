@@ -47,6 +47,12 @@
  * listed after "via"; the hold then counts from when the packet's last bit has crossed them
  * (each link one clock, shared by every source crossing it), not from its arrival.
  *
+ * Workers: a host's daemon may run as one process per CPU, each bound to its own queue
+ * (--queue; the rule spreads packets by the CPU that enqueued them, --queue-cpu-fanout) and
+ * pinned to that CPU by the runner, so a packet wakes a daemon on the CPU it arrived on
+ * instead of one that must be interrupted across CPUs; --clocks-fd FD (a memory file the
+ * workers share) makes their rated links one set of clocks (ld_share_clocks).
+ *
  * Config file, one line per rated link, then one per source address (linkdelay_core.c
  * checks every field):
  *     link ID RATE_BPS                               (IDs 0, 1, 2, ... in order)
@@ -199,7 +205,7 @@ int main(int argc, char **argv)
 {
 	const char *config = NULL;
 	unsigned queue = 0;
-	int gso = 0, control_stdin = 0, fd, stamp_fd, on = 1;
+	int gso = 0, control_stdin = 0, fd, stamp_fd, on = 1, clocks_fd = -1;
 	uint64_t spin_us = 0, spin_permille = 0;
 	struct nfq_handle *h;
 	static char buf[1 << 16], ctl[CONTROL_MAX];
@@ -230,13 +236,15 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--verdict-batch") && more)
 			verdict_batch = (unsigned)flag_number("--verdict-batch", argv[++i],
 							     LD_VERDICT_BATCH_MAX);
+		else if (!strcmp(argv[i], "--clocks-fd") && more)
+			clocks_fd = (int)flag_number("--clocks-fd", argv[++i], 1u << 20);
 		else if (!strcmp(argv[i], "--gso"))
 			gso = 1;
 		else if (!strcmp(argv[i], "--control-stdin"))
 			control_stdin = 1;
 		else if (!more && (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--queue") ||
 				   !strcmp(argv[i], "--seed") || !strcmp(argv[i], "--host-id") ||
-				   !strcmp(argv[i], "--verdict-batch") ||
+				   !strcmp(argv[i], "--verdict-batch") || !strcmp(argv[i], "--clocks-fd") ||
 				   !strncmp(argv[i], "--rt-", 5) || !strncmp(argv[i], "--spin-", 7)))
 			usage("this flag lacks its value: ", argv[i]);
 		else
@@ -258,6 +266,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	fclose(f);
+	if (clocks_fd >= 0 && ld_share_clocks(&table, clocks_fd, err, sizeof(err)) < 0) {
+		fprintf(stderr, "linkdelay: %s\n", err);
+		return 2;
+	}
 	ld_seed(&table, seed, host_id);
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 	ld_spin_init(&spin, spin_us, (unsigned)spin_permille);
@@ -301,8 +313,8 @@ int main(int argc, char **argv)
 	fd = nfq_fd(h);
 	ld_release_init(qh, fd, queue);
 	printf("{\"event\": \"ready\", \"queue\": %u, \"sources\": %zu, \"seed\": %llu, "
-	       "\"host_id\": %llu, \"gso\": %d, ", queue, table.n, (unsigned long long)seed,
-	       (unsigned long long)host_id, gso);
+	       "\"host_id\": %llu, \"gso\": %d, \"clocks_shared\": %d, ", queue, table.n,
+	       (unsigned long long)seed, (unsigned long long)host_id, gso, table.clocks != NULL);
 	print_schedule();
 	printf("}\n");
 	fflush(stdout);

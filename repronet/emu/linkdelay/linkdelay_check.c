@@ -33,6 +33,13 @@
  *   serialise FILE IP:READY_NS:IP_LEN:HDR_LEN...
  *       each packet through the rated links of its source's path (linkdelay_wire.c), in the
  *       order given; {"done_ns": [when each one's last bit left], "links": [busy ns of each]}
+ *   serialise-shared FILE IP:READY_NS:IP_LEN:HDR_LEN...
+ *       the same through two tables (two workers) whose clocks share one memory file
+ *       (ld_share_clocks), odd packets through the second: the output must not change
+ *   clock-race FILE IP COUNT
+ *       two processes sharing the clocks each send COUNT 100-byte packets from IP, all ready
+ *       at 0, at once; {"clock_ns": the first link's clock, "busy_ns": both ones' work on it}
+ *       (equal unless a reservation was lost)
  *   wire HEX                           {"ip_len": N, "hdr_len": N} or {"ip_len": null}
  *       the lengths the daemon reads from a packet's first bytes (at most 40, as it copies)
  *   lazy MIN_HOLD_NS READ_AT_NS OFF PENDING NOW_NS [DEADLINE_NS]
@@ -231,7 +238,11 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "rttime") && argc == 5)
 		return cmd_rttime(argv + 2);
 	if (!strcmp(cmd, "serialise") && argc >= 4)
-		return cmd_serialise(argc - 2, argv + 2);
+		return cmd_serialise(argc - 2, argv + 2, 0);
+	if (!strcmp(cmd, "serialise-shared") && argc >= 4)
+		return cmd_serialise(argc - 2, argv + 2, 1);
+	if (!strcmp(cmd, "clock-race") && argc == 5)
+		return cmd_clock_race(argv + 2);
 	if (!strcmp(cmd, "wire") && argc == 3)
 		return cmd_wire(argv[2]);
 	if (!strcmp(cmd, "late") && argc >= 3)
@@ -242,7 +253,8 @@ int main(int argc, char **argv)
 		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
 		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]... | learn CAP_US OVERSHOOT_NS... | "
 		"block PERIOD_NS NOW:NVCSW:CPU... | rttime BUDGET_MS SPIN_MS REGULAR | "
-		"serialise FILE IP:READY:LEN:HDR... | wire HEX | late NS... | "
+		"serialise[-shared] FILE IP:READY:LEN:HDR... | clock-race FILE IP COUNT | "
+		"wire HEX | late NS... | "
 		"overshoot COUNT SLEEP_NS PRIORITY\n");
 	return 2;
 }

@@ -14,7 +14,8 @@ void load(const char *path);
 uint32_t addr_of(const char *text);
 uint64_t number(const char *text);
 
-int cmd_serialise(int argc, char **argv);   /* FILE IP:READY_NS:IP_LEN:HDR_LEN... */
+int cmd_serialise(int argc, char **argv, int shared);   /* FILE IP:READY_NS:IP_LEN:HDR_LEN... */
+int cmd_clock_race(char **argv);            /* FILE IP COUNT */
 int cmd_wire(const char *hex);              /* HEX */
 int cmd_late(int argc, char **argv);        /* LATE_NS... */
 

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int ld_parse_u64(const char *text, uint64_t max, uint64_t *out)
 {
@@ -183,6 +184,7 @@ int ld_load_config(FILE *f, const char *name, struct ld_table *t, char *err, siz
 	t->n = 0;
 	t->links = NULL;
 	t->nlinks = 0;
+	t->clocks = NULL;
 	while (fgets(line, sizeof(line), f)) {
 		const char *p = line;
 		struct ld_source s;
@@ -246,8 +248,11 @@ void ld_free_table(struct ld_table *t)
 {
 	free(t->v);
 	free(t->links);
+	if (t->clocks)
+		munmap(t->clocks, t->clocks_bytes);
 	t->v = NULL;
 	t->n = 0;
 	t->links = NULL;
 	t->nlinks = 0;
+	t->clocks = NULL;
 }

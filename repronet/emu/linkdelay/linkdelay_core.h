@@ -46,6 +46,9 @@ struct ld_table {
 	size_t n;
 	struct ld_link *links;          /* "link ID RATE_BPS" lines, ID = index */
 	size_t nlinks;
+	uint64_t *clocks;               /* the links' free_ns shared with other workers of the
+					   same host (ld_share_clocks), or NULL: links[i].free_ns */
+	size_t clocks_bytes;
 };
 
 struct ld_held {
@@ -87,6 +90,15 @@ uint64_t ld_min_hold_ns(const struct ld_table *t);
 #define LD_MTU 1500
 #define LD_L2_BYTES 14                  /* what HTB counts per frame besides the IP packet */
 int ld_wire_lengths(const unsigned char *ip, int caplen, uint32_t *ip_len, uint32_t *hdr_len);
+/*
+ * One host's daemon may run as several workers, one per CPU (linkemu_daemon.py), each
+ * reading its own queue; a rated link is one wire whichever worker a packet reached, so
+ * its clock must be one too. ld_share_clocks maps the links' clocks from fd (a memfd the
+ * runner created for the host's workers; grown to fit if it is smaller) and ld_serialise
+ * then reserves each frame's time on a link with one atomic compare-and-swap, so two
+ * workers never give the same moment of a link to two frames. 0, or -1 with one sentence.
+ */
+int ld_share_clocks(struct ld_table *t, int fd, char *err, size_t errlen);
 uint64_t ld_serialise(struct ld_table *t, const struct ld_source *s, uint64_t ready_ns,
 		      uint32_t ip_len, uint32_t hdr_len);
 

@@ -115,7 +115,7 @@ void usage(const char *why, const char *arg)
 {
 	fprintf(stderr, "linkdelay: %s%s; usage: linkdelay --config FILE [--queue N] [--seed N] "
 		"[--host-id N] [--gso] [--control-stdin] [--rt-priority 0..98] [--rt-budget-ms 1..%u] "
-		"[--spin-us 0..%u] [--spin-permille 0..1000] [--verdict-batch 1..%d]\n", why, arg,
+		"[--spin-us 0..%u] [--spin-permille 0..1000] [--verdict-batch 1..%d] [--clocks-fd FD]\n", why, arg,
 		LD_MAX_RT_BUDGET_MS, LD_MAX_SPIN_US, LD_VERDICT_BATCH_MAX);
 	exit(2);
 }

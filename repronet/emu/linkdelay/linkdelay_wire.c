@@ -21,7 +21,12 @@
 #define _GNU_SOURCE
 #include "linkdelay_core.h"
 
+#include <errno.h>
 #include <netinet/in.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int ld_wire_lengths(const unsigned char *ip, int caplen, uint32_t *ip_len, uint32_t *hdr_len)
 {
@@ -42,6 +47,40 @@ int ld_wire_lengths(const unsigned char *ip, int caplen, uint32_t *ip_len, uint3
 	return 0;
 }
 
+/* Take took ns of a link whose clock is *clock from at or when it is free, whichever is
+ * later; return when that ends. Atomic: another worker may reserve the same link. */
+static uint64_t reserve(uint64_t *clock, uint64_t at, uint64_t took)
+{
+	uint64_t free = __atomic_load_n(clock, __ATOMIC_ACQUIRE), end;
+	do
+		end = (free > at ? free : at) + took;
+	while (!__atomic_compare_exchange_n(clock, &free, end, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_ACQUIRE));
+	return end;
+}
+
+int ld_share_clocks(struct ld_table *t, int fd, char *err, size_t errlen)
+{
+	size_t bytes = (t->nlinks ? t->nlinks : 1) * sizeof(uint64_t);
+	struct stat st;
+	void *map;
+
+	if (fstat(fd, &st) < 0 || ((size_t)st.st_size < bytes && ftruncate(fd, (off_t)bytes) < 0)) {
+		snprintf(err, errlen, "cannot size the shared link clocks (fd %d): %s", fd,
+			 strerror(errno));
+		return -1;
+	}
+	map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		snprintf(err, errlen, "cannot map the shared link clocks (fd %d): %s", fd,
+			 strerror(errno));
+		return -1;
+	}
+	t->clocks = map;
+	t->clocks_bytes = bytes;
+	return 0;
+}
+
 uint64_t ld_serialise(struct ld_table *t, const struct ld_source *s, uint64_t ready_ns,
 		      uint32_t ip_len, uint32_t hdr_len)
 {
@@ -59,10 +98,7 @@ uint64_t ld_serialise(struct ld_table *t, const struct ld_source *s, uint64_t re
 		for (int h = 0; h < s->nvia; h++) {
 			struct ld_link *l = &t->links[s->via[h]];
 			uint64_t took = bits * 1000000000ull / l->rate_bps;   /* floor: never slower */
-			if (l->free_ns > at)
-				at = l->free_ns;
-			at += took;
-			l->free_ns = at;
+			at = reserve(t->clocks ? &t->clocks[s->via[h]] : &l->free_ns, at, took);
 			l->busy_ns += took;
 		}
 		done = at;
