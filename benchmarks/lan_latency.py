@@ -38,13 +38,14 @@ is the case the RLIMIT_RTTIME bound catches, so it prints whether one left SCHED
 To measure each step: ``--rt-priority``/``--spin-us`` another daemon schedule, ``--daemon``
 another build (an older commit's), ``--cpu-idle os`` CPUs free to sleep (repronet.emu.cpuidle),
 ``--link-cpus N`` the last N CPUs for the daemons alone (repronet.emu.linkcpus; the floor's
-hosts then get the same CPUs as every other row's), ``--queues one`` one daemon process and
-queue per host instead of one worker per CPU (repronet.emu.linkemu_workers).
+hosts then get the same CPUs as every other row's), ``--link-queues one`` one daemon process
+and queue per host instead of one worker per CPU (the experiments' option of that name;
+repronet.emu.linkemu_workers).
 
     sudo /usr/bin/python3 benchmarks/lan_latency.py [--delays 0,0.01,0.05,0.1,0.5] [--loads
         idle,hogs] [--hogs 4] [--rounds 3] [--count 2000] [--interval 0.0005] [--tcp 5] [--rt-priority
         0..98] [--spin-us 0..1000] [--flood 0..60] [--daemon PATH] [--cpu-idle poll|os]
-        [--link-cpus N] [--queues fanout|one]
+        [--link-cpus N] [--link-queues cpu|one]
 """
 
 import argparse
@@ -144,7 +145,7 @@ def measure(delay_ms, load, args, caps, state, guard):
             floor_cpus(args.link_cpus, delay_ms):
         net = network.Network(pair(delay_ms), 'lxbr', 'auto', caps, on_built=state.record,
                               seed=1, log_dir=logs, cpu_idle=args.cpu_idle,
-                              link_cpus=args.link_cpus)
+                              link_cpus=args.link_cpus, link_queues=args.link_queues)
         hogs = []
         try:
             net.start()
@@ -167,7 +168,7 @@ def measure(delay_ms, load, args, caps, state, guard):
 
 
 def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idle='poll',
-        link_cpus=0):
+        link_cpus=0, link_queues='cpu'):
     """iperf3 TCP (or a UDP flood as fast as h1 can send) h1 -> h2, links of bw Mbit/s (None:
     unshaped) with one_way_ms split over the two: a dict of the received rate, the daemons'
     CPU seconds over the transfer and their counters."""
@@ -177,7 +178,7 @@ def tcp(one_way_ms, seconds, caps, state, guard, bw=TCP_MBIT, udp=False, cpu_idl
             floor_cpus(link_cpus, one_way_ms):
         net = network.Network(pair(one_way_ms / 2, bw), 'lxbr', 'auto', caps,
                               on_built=state.record, seed=1, log_dir=logs, cpu_idle=cpu_idle,
-                              link_cpus=link_cpus)
+                              link_cpus=link_cpus, link_queues=link_queues)
         try:
             net.start()
             h1, h2 = net.net.get('h1'), net.net.get('h2')
@@ -285,11 +286,11 @@ def parse(argv):
                         help='set the last N CPUs apart for the daemons, the hosts (and the '
                         'floor\'s, so that it is comparable) on the others (repronet.emu.'
                         'linkcpus; default 0: shared)')
-    parser.add_argument('--queues', choices=('fanout', 'one'), default='fanout',
-                        help='fanout: each host\'s daemon as one worker per CPU, packets '
+    parser.add_argument('--link-queues', choices=('cpu', 'one'), default='cpu',
+                        help='cpu: each host\'s daemon as one worker per CPU, packets '
                         'spread by the CPU they arrived on (repronet\'s default, '
                         'repronet.emu.linkemu_workers); one: one daemon and queue per host, '
-                        'as before (default fanout)')
+                        'as before (default cpu)')
     parser.add_argument('--daemon', default=None, metavar='PATH',
                         help='run this linkdelay binary instead of the checkout\'s (it must '
                         'take the same flags)')
@@ -310,8 +311,7 @@ def parse(argv):
 
 def _override_schedule(args):
     """Run the daemons with the asked scheduling instead of repronet's (to measure each step)."""
-    from repronet.emu import linkemu_daemon, linkemu_workers
-    linkemu_workers.FANOUT = args.queues == 'fanout'
+    from repronet.emu import linkemu_daemon
     if args.rt_priority is not None:
         linkemu_daemon.RT_PRIORITY = args.rt_priority
     if args.spin_us is not None:
@@ -345,9 +345,11 @@ def main(argv=None):
                             rows.append(dict(measure(delay, load, args, caps, state, guard),
                                              round=number))
                 tcp_rows = [tcp(ms, args.tcp, caps, state, guard, cpu_idle=args.cpu_idle,
-                                link_cpus=args.link_cpus) for ms in (0, 1) if args.tcp]
+                                link_cpus=args.link_cpus, link_queues=args.link_queues)
+                            for ms in (0, 1) if args.tcp]
                 flood = tcp(0.05, args.flood, caps, state, guard, bw=None, udp=True,
-                            cpu_idle=args.cpu_idle, link_cpus=args.link_cpus) \
+                            cpu_idle=args.cpu_idle, link_cpus=args.link_cpus,
+                            link_queues=args.link_queues) \
                     if args.flood else None
         except Interrupted as e:
             print('lan_latency: interrupted (%s); networks stopped' % e, file=sys.stderr)

@@ -68,3 +68,15 @@ def test_a_host_with_loss_keeps_one_worker(tmp_path):
         assert '--queue-num 0' in net.net['h2'].cmd('iptables -t raw -S')
     finally:
         net.stop()
+
+
+def test_link_queues_one_keeps_one_process_per_host(tmp_path):
+    from benchmarks.lan_latency import pair
+    from repronet.emu import capabilities, network
+    net = network.Network(pair(0.05), 'lxbr', 'auto', capabilities.probe(), seed=1,
+                          log_dir=tmp_path, link_queues='one').start()
+    try:
+        assert [len(d.pids) for d in net.links._daemons.daemons.values()] == [1, 1]
+        assert net.mechanisms()['link_daemons']['queues'] == 'one'
+    finally:
+        net.stop()

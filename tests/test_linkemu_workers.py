@@ -88,10 +88,11 @@ def test_worker_cpus_split_every_cpu_once(monkeypatch):
 def test_one_unpinned_worker_where_fanout_cannot_help(monkeypatch, local, reserved, draws,
                                                       fanout, cpus):
     """A host on another server, CPUs reserved for the daemons, loss or jitter on a path
-    (a seed must repeat its draws: one generator in arrival order), fanout off, one CPU."""
+    (a seed must repeat its draws: one generator in arrival order), --link-queues one,
+    one CPU."""
     monkeypatch.setattr(workers.os, 'cpu_count', lambda: cpus)
-    monkeypatch.setattr(workers, 'FANOUT', fanout)
-    assert workers.worker_cpus(local=local, reserved=reserved, draws=draws) == [None]
+    assert workers.worker_cpus(local=local, reserved=reserved, draws=draws,
+                               fanout=fanout) == [None]
 
 
 def test_rule_spreads_by_cpu_only_with_workers():
@@ -124,3 +125,15 @@ def test_a_worker_reads_its_own_queue_and_shares_the_clocks():
     assert flag(first, '--host-id') == flag(second, '--host-id') == str(host_id('h2'))
     assert (flag(first, '--clocks-fd'), flag(second, '--clocks-fd')) == (None, '9')
     assert flag(first, '--seed') == flag(second, '--seed') == '7'
+
+
+def test_link_queues_parses_and_is_refused_in_one_sentence_where_it_cannot_work():
+    from repronet.run import options
+    from tests.test_links_option import _Exp
+    assert options.parse(_Exp(), []).link_queues is None
+    assert options.parse(_Exp(), ['--link-queues', 'one']).link_queues == 'one'
+    for argv, says in ((['--link-queues', 'one', '--links', 'netem'], '--links netem has none'),
+                       (['--link-queues', 'cpu', '--backend', 'sim'],
+                        'a simulated run has none')):
+        with pytest.raises(options.UsageError, match=says):
+            options.check_shared(options.parse(_Exp(), argv))

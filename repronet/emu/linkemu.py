@@ -204,13 +204,14 @@ class LinkEmulation:
         with daemons at all, every host reached over a link with bw has one."""
         return self.shaped and self.needs_daemons
 
-    def install(self, net, log_dir=None, cpus=None):
+    def install(self, net, log_dir=None, cpus=None, queues='cpu'):
         """Start what the mechanism needs in the started network and check it is ready
-        (``cpus``: a ``linkcpus.LinkCpus`` that places the daemons, or None)."""
+        (``cpus``: a ``linkcpus.LinkCpus`` that places the daemons, or None; ``queues``:
+        ``cpu`` or ``one``, see ``linkemu_workers``)."""
         if not self.needs_daemons:
             return
         from repronet.emu.linkemu_daemon import DaemonSet
-        self._daemons = DaemonSet(self.paths, self.seed, log_dir, cpus=cpus)
+        self._daemons = DaemonSet(self.paths, self.seed, log_dir, cpus=cpus, queues=queues)
         try:
             self._daemons.start(net)
         except Exception:

@@ -168,9 +168,10 @@ def _restore_all(daemons, text_of, what):
 class DaemonSet:
     """The daemons and rules of one LinkEmulation."""
 
-    def __init__(self, paths, seed, log_dir=None, cpus=None):
+    def __init__(self, paths, seed, log_dir=None, cpus=None, queues='cpu'):
         self.paths = paths      # linkemu_paths.PathTable
         self.seed = seed
+        self.queues = queues    # linkemu_workers.QUEUES: a worker per CPU, or one
         self.cpus = cpus        # linkcpus.LinkCpus: the CPUs set apart for the daemons, or None
         self.log_dir = log_dir
         self.daemons = {}
@@ -189,7 +190,8 @@ class DaemonSet:
             i.IP() for i in net[src].intfList() if i.IP()]) for dst in receivers}
         # no loss or jitter on any path to it ("simple"): else one worker, see linkemu_workers
         plans = {dst: linkemu_workers.worker_cpus(not hasattr(net[dst], 'put_file'), reserved,
-                                                  draws=not configs[dst][2])
+                                                  draws=not configs[dst][2],
+                                                  fanout=self.queues == 'cpu')
                  for dst in receivers}
         total = sum(len(cpus) for cpus in plans.values())
         for dst in receivers:

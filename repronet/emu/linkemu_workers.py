@@ -23,7 +23,14 @@ and its quantile bounds recomputed from it. A host stays one daemon in every rec
 One worker, unpinned, as before, with loss or jitter (above), when the daemons have CPUs of
 their own (``--link-cpus``),
 on a host on another server (the runner pins only local processes, and cannot hand a memory
-file over ssh), with one CPU, or when :data:`FANOUT` is off (``lan_latency.py --queues one``).
+file over ssh), with one CPU, or with ``--link-queues one`` (an experiment's or lan_latency.py's option),
+which a user who must rule out the rare reordering below chooses.
+
+The one way this can reorder a flow that one daemon kept in order: a flow's packets can reach
+both workers (TCP sends from the ACK's softirq too, on the CPU that released the ACK), and
+they leave a rated link in the order the workers reserved its time, which can differ from
+the order they arrived in (counted once in two 8 s gigabit transfers, docs/link-emulation.md
+"Step 12").
 """
 
 import os
@@ -33,7 +40,7 @@ from repronet.emu.linkemu_holds import late_bound_us, summed_hist
 from repronet.emu.process import stop_popen
 from repronet.run.results import read_jsonl
 
-FANOUT = True               # one worker per CPU (see the module docstring)
+QUEUES = ('cpu', 'one')     # --link-queues: one worker per CPU (the default), or one
 WORKERS_MAX = 8             # on bigger machines worker k takes the CPUs c with c % 8 == k
 
 SUMMED = ('arrivals', 'accepted', 'dropped', 'unknown', 'held_now', 'held_max', 'released',
@@ -49,13 +56,13 @@ WEIGHTED = {'late_us_mean': 'released', 'verdict_us_mean': 'released',
 BOUNDS = (('p50', 0.5), ('p90', 0.9), ('p99', 0.99), ('p999', 0.999))
 
 
-def worker_cpus(local, reserved, draws=False):
+def worker_cpus(local, reserved, draws=False, fanout=True):
     """The CPU set of each worker of one host's daemon: [None] (one worker, unpinned) unless
-    it runs on this machine (local), no CPUs are reserved for the daemons, no path to it
-    draws loss or jitter (draws) and there are two CPUs or more; else one set per worker,
-    worker k taking the CPUs c with c % n == k."""
+    fanout is asked (``--link-queues cpu``), it runs on this machine (local), no CPUs are
+    reserved for the daemons, no path to it draws loss or jitter (draws) and there are two
+    CPUs or more; else one set per worker, worker k taking the CPUs c with c % n == k."""
     count = os.cpu_count() or 1
-    if not FANOUT or not local or reserved or draws or count < 2:
+    if not fanout or not local or reserved or draws or count < 2:
         return [None]
     n = min(count, WORKERS_MAX)
     return [{c for c in range(count) if c % n == k} for k in range(n)]

@@ -94,7 +94,8 @@ class Network:
 
     def __init__(self, topo, switch='lxbr', datapath='auto', caps=None,
                  controller_log=None, stats_interval=1.0, on_built=None,
-                 seed=0, log_dir=None, links='auto', cpu_idle='poll', link_cpus=0):
+                 seed=0, log_dir=None, links='auto', cpu_idle='poll', link_cpus=0,
+                 link_queues='cpu'):
         self.topo = topo
         self.cpu_idle = cpuidle.IdleHold(cpu_idle)
         self.switch = switch
@@ -105,6 +106,7 @@ class Network:
         self.on_built = on_built
         self.log_dir = log_dir
         self.links = linkemu.plan(topo, self.caps, seed=seed, mechanism=links)
+        self.link_queues = link_queues
         try:    # only where there are daemons to place (netem links have none)
             self.link_cpus = linkcpus.LinkCpus(link_cpus if self.links.needs_daemons else 0)
         except linkcpus.LinkCpuError as e:
@@ -148,7 +150,8 @@ class Network:
         elif self.links.shaped and not self.links.serialises:
             self._cap_gso()
         try:
-            self.links.install(self.net, log_dir=self.log_dir, cpus=self.link_cpus)
+            self.links.install(self.net, log_dir=self.log_dir, cpus=self.link_cpus,
+                               queues=self.link_queues)
         finally:
             if self.on_built:
                 self.on_built(self)     # link daemons have PIDs now

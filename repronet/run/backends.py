@@ -36,7 +36,8 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
         stats_interval=experiment.stats_interval, on_built=state.record,
         seed=params.seed, log_dir=folder.logs, links=params.links,
         cpu_idle=getattr(params, 'cpu_idle', None) or 'poll',
-        link_cpus=getattr(params, 'link_cpus', None) or 0, **where)
+        link_cpus=getattr(params, 'link_cpus', None) or 0,
+        link_queues=getattr(params, 'link_queues', None) or 'cpu', **where)
     # With CPUs set apart for the link daemons, the run is judged by the hosts' CPUs.
     split = getattr(net, 'link_cpus', None)
     monitor = made['monitor'] = cpu.CpuMonitor(

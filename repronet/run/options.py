@@ -31,6 +31,9 @@ Shared flags:
                    (repronet.run.sim_interpreter; the analysis stays on CPython)
   --link-cpus N    emulation: the last N CPUs run only the linkdelay daemons, the
                    hosts the others (repronet.emu.linkcpus; default 0, shared)
+  --link-queues Q  emulation: cpu (a host's delay daemon as one worker per CPU, woken on
+                   the packet's CPU; the default) or one (one queue and process per
+                   host, as before; repronet.emu.linkemu_workers)
   --machines A,B   run the hosts on several servers over ssh (this machine is
                    localhost; repronet.cluster); --placement and --tunnel say how
 
@@ -54,6 +57,7 @@ SWITCHES = ('lxbr', 'ovs', 'osken')
 DATAPATHS = ('auto', 'kernel', 'user')
 LINKS = ('auto', 'netem', 'linkdelay')    # repronet.emu.linkemu.MECHANISMS
 CPU_IDLE = ('poll', 'os')    # repronet.emu.cpuidle.MODES
+LINK_QUEUES = ('cpu', 'one')    # repronet.emu.linkemu_workers.QUEUES
 CLI_WHEN = ('start', 'failure')
 BACKENDS = ('emu', 'sim')
 TUNNELS = ('vxlan', 'ssh')
@@ -109,6 +113,12 @@ def build_parser(experiment):
         help='emulation with linkdelay links only: set the last N CPUs apart for the delay '
         'daemons and run the hosts on the others, so a busy host cannot hold a packet '
         'past its deadline; costs the hosts those CPUs (default 0: shared)')
+    shared.add_argument(
+        '--link-queues', choices=LINK_QUEUES, default=None,
+        help='emulation with linkdelay links only: cpu runs each host\'s delay daemon as one '
+        'worker per CPU, each woken on the CPU its packets arrived on (no interrupt across '
+        'CPUs); one keeps one queue and process per host, which never reorders a flow '
+        '(default cpu)')
     shared.add_argument(
         '--dry-run', action='store_true',
         help='print the points, the estimated time and the disk the run needs '
@@ -240,6 +250,9 @@ def check_shared(params, limits=None):
         if params.link_cpus is not None:
             raise UsageError('--link-cpus sets CPUs apart for the emulated links\' delay '
                              'daemons; a simulated run has none')
+        if params.link_queues is not None:
+            raise UsageError('--link-queues chooses how the emulated links\' delay daemons '
+                             'read their packets; a simulated run has none')
         if params.sim_cores is not None and not 1 <= params.sim_cores <= 1024:
             raise UsageError('--sim-cores must be a whole number from 1 to 1024')
         from repronet.sim.cpu import parse_costs
@@ -252,6 +265,7 @@ def check_shared(params, limits=None):
         raise UsageError('--sim-cost, --sim-cores and --sim-interpreter need --backend sim')
     _check_machines(params)
     _check_link_cpus(params)
+    _check_link_queues(params)
 
 
 def _check_link_cpus(params):
@@ -271,6 +285,13 @@ def _check_link_cpus(params):
     if params.links == 'netem':
         raise UsageError('--link-cpus places the linkdelay daemons, and --links netem '
                          'has none')
+
+
+def _check_link_queues(params):
+    """--link-queues: only where there can be linkdelay daemons."""
+    if getattr(params, 'link_queues', None) is not None and params.links == 'netem':
+        raise UsageError('--link-queues chooses how the linkdelay daemons read their '
+                         'packets, and --links netem has none')
 
 
 def _check_machines(params):
