@@ -8,8 +8,9 @@ and how; every record still shows one daemon per host). Order matters because th
 closed (no ``--queue-bypass``): every worker starts and binds its NFQUEUE (0, 1, ...) of its
 host's namespace first (readiness: its ``{"event": "ready"}`` line), and only then does one
 rule per host, in the chain ``REPRONET_LINKDELAY`` of the raw table, send the IPv4 packets
-arriving on the host's interface to them (spread by the CPU that enqueued each). Stopping removes the rules first, then sends SIGTERM to each daemon's own PID,
-which prints its final counters. Daemons run outside the host's CPU cgroup (``mnexec -da``
+arriving on the host's interface to them (spread by the CPU that enqueued each). Stopping
+removes the rules first, then sends SIGTERM to each worker's own PID, which prints its final
+counters. Daemons run outside the host's CPU cgroup (``mnexec -da``
 without ``-g``): they emulate the network, not the host's work.
 
 Start-up is linear in the number of hosts and does the slow steps side by side: all daemons
