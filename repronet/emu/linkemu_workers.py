@@ -21,10 +21,10 @@ summed, maxima kept, means weighted by what they average over, the lateness hist
 and its quantile bounds recomputed from it. A host stays one daemon in every record.
 
 One worker, unpinned, as before, with loss or jitter (above), when the daemons have CPUs of
-their own (``--link-cpus``),
-on a host on another server (the runner pins only local processes, and cannot hand a memory
-file over ssh), with one CPU, or with ``--link-queues one`` (an experiment's or lan_latency.py's option),
-which a user who must rule out the rare reordering below chooses.
+their own (``--link-cpus``), on a host on another server (the runner pins only local
+processes, and cannot hand a memory file over ssh), with one CPU, or with ``--link-queues
+one`` (an experiment's or lan_latency.py's option), which a user who must rule out the rare
+reordering below chooses.
 
 The one way this can reorder a flow that one daemon kept in order: a flow's packets can reach
 both workers (TCP sends from the ACK's softirq too, on the CPU that released the ACK), and
