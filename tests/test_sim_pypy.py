@@ -48,6 +48,8 @@ def test_the_manifest_names_the_interpreter_that_ran_the_points(runs):
     names = [json.loads((d / 'manifest.json').read_text())['mechanisms']['interpreter']
              for d in (pypy, cpython)]
     assert [n['name'] for n in names] == ['pypy3', 'python3']
+    assert [(n['asked'], n['reason']) for n in names] == [('pypy3', 'asked for'),
+                                                          ('python3', 'asked for')]
     assert names[0]['implementation'] == 'PyPy' and names[1]['implementation'] == 'CPython'
     assert json.loads((pypy / 'manifest.json').read_text())['status'] == 'ok'
     assert 'dht8: ok, results in' in proc.stdout and 'targets' in proc.stdout.lower()
@@ -74,6 +76,55 @@ def test_python3_is_the_default_and_auto_takes_pypy3_only_where_the_experiment_r
     assert sim_interpreter.resolve(both, Params(sim_interpreter=None)) is None  # here
     assert sim_interpreter.resolve(cpython_only, Params(sim_interpreter='auto')) is None
     assert sim_interpreter.resolve(both, Params(sim_interpreter='auto')) == shutil.which('pypy3')
+
+
+class _Timed:
+    """An experiment whose points are estimated at point['s'] emulated seconds each."""
+    name = 'timed'
+    sim_interpreters = ('python3', 'pypy3')
+    pypy_pays_from_s = 30.0
+    fixed_s = point_wall = {}
+
+    def estimate(self, params, point):
+        return point['s']
+
+
+@needs_pypy
+def test_auto_takes_pypy3_only_for_points_long_enough_for_the_jit_to_pay():
+    from types import SimpleNamespace as Params
+    from repronet.run import run_time, sim_interpreter
+    auto = Params(sim_interpreter='auto')
+    emu_s = 30.0 / run_time.POINT_WALL['sim']           # 30 s simulated
+    short, long = _Timed(), _Timed()
+    assert sim_interpreter.resolve(short, auto, [{'s': emu_s / 3}] * 2) is None
+    assert short.sim_interpreter_choice[:2] == ('python3', 'auto')
+    assert 'estimated at 20 s, under the 30 s' in short.sim_interpreter_choice[2]
+    assert sim_interpreter.resolve(long, auto, [{'s': emu_s / 3}] * 3) == \
+        shutil.which('pypy3')
+    assert long.sim_interpreter_choice[:2] == ('pypy3', 'auto')
+    assert 'estimated at 30 s, at least the 30 s' in long.sim_interpreter_choice[2]
+    record = sim_interpreter.describe(long.sim_interpreter_choice)
+    assert record['asked'] == 'auto' and record['reason'] == long.sim_interpreter_choice[2]
+    asked = _Timed()        # a named interpreter is taken whatever the estimate
+    assert sim_interpreter.resolve(asked, Params(sim_interpreter='pypy3'), []) == \
+        shutil.which('pypy3')
+    assert asked.sim_interpreter_choice == ('pypy3', 'pypy3', 'asked for')
+    never = _Timed()
+    never.pypy_pays_from_s = None
+    assert sim_interpreter.resolve(never, auto, [{'s': 1e9}]) is None
+    assert 'not faster under pypy3' in never.sim_interpreter_choice[2]
+
+
+def test_auto_runs_dht8_under_python3_where_pypy3_was_measured_slower():
+    import importlib.util
+    from repronet.run import options, sim_interpreter
+    spec = importlib.util.spec_from_file_location('_dht8', REPO / 'topologies' / 'dht8.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dht8 = module.Dht8()
+    params = options.parse(dht8, ['--backend', 'sim', '--sim-interpreter', 'auto'])
+    assert sim_interpreter.resolve(dht8, params, dht8.points(params)) is None
+    assert dht8.sim_interpreter_choice[:2] == ('python3', 'auto')
 
 
 # fidelity opts in too (its simulation is workloads.probe and workloads.bulk); the others do

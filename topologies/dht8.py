@@ -143,6 +143,11 @@ class Dht8(Experiment):
     analysis_module = 'analysis.dht8'
     backends = ('emu', 'sim')   # sim: the same cores in virtual time (repronet.sim)
     sim_interpreters = ('python3', 'pypy3')     # its simulation needs no numpy
+    # auto: python3. Whole runs (2026-11-27, 12:49-13:04 UTC, load 1.3-3.3, alternating) were
+    # slower under pypy3: --scale smoke 8.4 and 9.2 s against 5.8 and 6.2; --parts I,III 65.4
+    # and 66.0 against 67.6 (generating its file set) and 65.7; --scale default 103.9
+    # against 94.5 (docs/simulation.md, "Under PyPy"); seed scale not measured
+    pypy_pays_from_s = None
     # a simulated smoke run beyond its points (file sets, analysis): 6.9 s measured at
     # 2026-11-27 04:00 UTC (7.8 s whole, load average 3.6), 9.2 s in /tmp/ci33c.log
     # (tests/test_dht8_sim.py's fixture: three smoke runs, 29.9 s, the other worker busy)

@@ -70,7 +70,8 @@ def _sim(experiment, params, folder, progress, provenance):
     folder.update(capabilities=None, provenance=provenance)
     backend = SimBackend(experiment.topology(params), params.seed, folder.logs,
                          costs=getattr(params, 'sim_costs', None), cores=params.sim_cores)
-    folder.update(mechanisms=dict(backend.mechanisms(), interpreter=describe()))
+    folder.update(mechanisms=dict(backend.mechanisms(), interpreter=describe(
+        getattr(experiment, 'sim_interpreter_choice', None))))
     ctx = SimContext(backend, params, folder, progress)
     return ctx.network, None, ctx
 

@@ -107,6 +107,9 @@ class Experiment:
     emu_only = 'it runs tools that exist only on real hosts'   # why not 'sim', if not
     sim_interpreters = ('python3',)     # + 'pypy3': its simulation imports nothing PyPy
                                         # lacks (repronet.run.sim_interpreter)
+    pypy_pays_from_s = 0.0  # --sim-interpreter auto: pypy3 only for points estimated at
+                            # this many seconds or more (0: always; None: never)
+    sim_interpreter_choice = None   # (name, asked, reason): sim_interpreter.choose's
     child_run_dir = None    # the results folder, when the points ran in such a child
     fixed_s = {}            # {backend: seconds a run costs beyond its points} and
     point_wall = {}         # {backend: wall seconds per estimated point second}, where
@@ -191,7 +194,7 @@ class Experiment:
             self.check(params)
             points = self.points(params)
             options.check_points(points)
-            elsewhere = sim_interpreter.resolve(self, params) \
+            elsewhere = sim_interpreter.resolve(self, params, points) \
                 if params.backend == 'sim' else None
         except options.UsageError as e:
             print('%s: %s' % (self.name, e), file=sys.stderr)

@@ -18,11 +18,18 @@ nothing in the simulation depends on string hashing, and both interpreters share
 Mersenne Twister, float repr and JSON encoding.
 
 The default is python3: PyPy's JIT needs a few hundred thousand events to warm up, so a
-short run is slower under it (dht8 ``--scale smoke``: 23 s against 13 s of wall time), and
-it pays only in runs of minutes (benchmarks/sim_scale.py, docs/simulation.md, "Under PyPy").
-``auto`` is pypy3 when it is installed and the experiment lists it in ``sim_interpreters``
-(its simulation imports nothing PyPy lacks, e.g. numpy), else this interpreter. Signals: Ctrl-C reaches both processes; a SIGTERM to the runner is passed on,
-and the child's own teardown records the run as interrupted.
+short run is slower under it (dht8 ``--scale smoke``: 8.4-9.2 s against 5.8-6.2 s of wall
+time at 75f7797), and dht8's ``--scale default`` was no faster either (104 against 95 s: its
+Part II downloads are pypy3's slowest work); its search phases gain (benchmarks/sim_scale.py,
+docs/simulation.md, "Under PyPy").
+``auto`` is pypy3 when it is installed, the experiment lists it in ``sim_interpreters``
+(its simulation imports nothing PyPy lacks, e.g. numpy) and the run is long enough for the
+JIT to pay: the points' own estimate (what ``--dry-run`` prints, ``repronet.run.run_time``)
+is at least the experiment's ``pypy_pays_from_s`` (measured per experiment; 0: always;
+None: never, as for dht8, whose smoke and default runs were slower under pypy3); else this
+interpreter. The manifest's ``mechanisms.interpreter`` says which one ran, what
+was asked and why (``choose``). Signals: Ctrl-C reaches both processes; a SIGTERM to the
+runner is passed on, and the child's own teardown records the run as interrupted.
 """
 
 import contextlib
@@ -60,19 +67,60 @@ def current():
     return 'pypy3' if platform.python_implementation() == 'PyPy' else 'python3'
 
 
-def describe():
-    """The manifest's record of the interpreter running the simulation."""
-    return {'name': current(), 'implementation': platform.python_implementation(),
-            'version': platform.python_version(), 'executable': sys.executable}
+def describe(choice=None):
+    """The manifest's record of the interpreter running the simulation; choice: what
+    ``choose`` said (asked, reason), where the runner knows it."""
+    record = {'name': current(), 'implementation': platform.python_implementation(),
+              'version': platform.python_version(), 'executable': sys.executable}
+    if choice is not None:
+        record.update(asked=choice[1], reason=choice[2])
+    return record
 
 
-def resolve(experiment, params):
-    """Return the executable to run the points in, or None for this process; UsageError in
-    one sentence for a choice that cannot run."""
-    wanted = getattr(params, 'sim_interpreter', None) or 'python3'
+def points_seconds(experiment, params, points):
+    """The simulated points' wall seconds as ``--dry-run`` estimates them (under python3)."""
+    from repronet.run import run_time
+    known = [s for s in (experiment.estimate(params, p) for p in points) if s is not None]
+    return run_time.parts('sim', sum(known), getattr(experiment, 'fixed_s', None),
+                          getattr(experiment, 'point_wall', None))[0]
+
+
+def choose(experiment, params, points):
+    """Return (name, asked, reason): the interpreter for the points, the --sim-interpreter
+    asked for (python3 when none was) and why, in words for the manifest."""
+    given = getattr(params, 'sim_interpreter', None)
+    asked = given or 'python3'
+    if asked != 'auto':
+        return asked, asked, 'asked for' if given else 'the default'
     allowed = getattr(experiment, 'sim_interpreters', ('python3',))
-    if wanted == 'auto':
-        wanted = 'pypy3' if 'pypy3' in allowed and shutil.which('pypy3') else current()
+    if 'pypy3' not in allowed:
+        return current(), asked, '%s\'s simulation needs modules PyPy lacks' % (
+            experiment.name)
+    if current() != 'pypy3' and not shutil.which('pypy3'):
+        return current(), asked, 'no pypy3 on PATH'
+    pays_from = getattr(experiment, 'pypy_pays_from_s', 0.0)
+    if pays_from is None:
+        return current(), asked, ('%s\'s simulation was not faster under pypy3 at any '
+                                  'scale measured' % experiment.name)
+    if not pays_from:
+        return 'pypy3', asked, '%s gains under pypy3 at every scale measured' % (
+            experiment.name)
+    seconds = points_seconds(experiment, params, points)
+    if seconds < pays_from:
+        return 'python3', asked, ('the points are estimated at %.0f s, under the %.0f s '
+                                  'from which pypy3\'s JIT warm-up pays' % (seconds,
+                                                                            pays_from))
+    return 'pypy3', asked, ('the points are estimated at %.0f s, at least the %.0f s from '
+                            'which pypy3\'s JIT warm-up pays' % (seconds, pays_from))
+
+
+def resolve(experiment, params, points=()):
+    """Return the executable to run the points in, or None for this process; UsageError in
+    one sentence for a choice that cannot run. The choice is kept on the experiment
+    (``sim_interpreter_choice``) for the manifest."""
+    choice = experiment.sim_interpreter_choice = choose(experiment, params, points)
+    wanted = choice[0]
+    allowed = getattr(experiment, 'sim_interpreters', ('python3',))
     if wanted == current():
         return None
     if wanted not in allowed:
@@ -143,6 +191,7 @@ def child_main(argv):
             options.check_shared(params, experiment.limits)
             experiment.check(params)
             points = experiment.points(params)
+        experiment.sim_interpreter_choice = choose(experiment, params, points)  # manifest
     except UsageError as e:
         print('%s: %s' % (experiment.name, e), file=sys.stderr)
         return 2
