@@ -148,6 +148,10 @@ class Dht8(Experiment):
     # and 66.0 against 67.6 (generating its file set) and 65.7; --scale default 103.9
     # against 94.5 (docs/simulation.md, "Under PyPy"); seed scale not measured
     pypy_pays_from_s = None
+    # the delay daemons as one worker per CPU: the seed-scale lateness of Part II's small
+    # files 10.3 and 8.7 us against 16.53 and 15.62 with one queue (docs/link-emulation.md,
+    # "Step 12"); --link-queues one turns it off
+    link_queues = 'cpu'
     # a simulated smoke run beyond its points (file sets, analysis): 6.9 s measured at
     # 2026-11-27 04:00 UTC (7.8 s whole, load average 3.6), 9.2 s in /tmp/ci33c.log
     # (tests/test_dht8_sim.py's fixture: three smoke runs, 29.9 s, the other worker busy)

@@ -20,6 +20,12 @@ Every reader of a daemon's lines (readiness, reseed answers, stats, the manifest
 summed, maxima kept, means weighted by what they average over, the lateness histogram summed
 and its quantile bounds recomputed from it. A host stays one daemon in every record.
 
+Which experiments use workers: ``--link-queues cpu|one``, by default the experiment's own
+(``Experiment.link_queues``): ``cpu`` for dht8, measured to help, ``one`` for the others, since
+the transfer experiment at a gigabit lost rate and fairness with workers (one run each way:
+R_x / rate 0.335 against 0.522, Jain's index 0.759 against 0.960); ``Network`` itself and
+benchmarks/lan_latency.py default to ``cpu``.
+
 One worker, unpinned, as before, with loss or jitter (above), when the daemons have CPUs of
 their own (``--link-cpus``), on a host on another server (the runner pins only local
 processes, and cannot hand a memory file over ssh), with one CPU, or with ``--link-queues

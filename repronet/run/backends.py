@@ -37,7 +37,7 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
         seed=params.seed, log_dir=folder.logs, links=params.links,
         cpu_idle=getattr(params, 'cpu_idle', None) or 'poll',
         link_cpus=getattr(params, 'link_cpus', None) or 0,
-        link_queues=getattr(params, 'link_queues', None) or 'cpu', **where)
+        link_queues=link_queues(experiment, params), **where)
     # With CPUs set apart for the link daemons, the run is judged by the hosts' CPUs.
     split = getattr(net, 'link_cpus', None)
     monitor = made['monitor'] = cpu.CpuMonitor(
@@ -47,6 +47,12 @@ def build(experiment, params, folder, state, guard, progress, repo, made):
     net.start()
     folder.update(mechanisms=dict(net.mechanisms(), backend='emu'))
     return net, monitor, ctx_cls(net, params, folder, state, monitor, guard, progress)
+
+
+def link_queues(experiment, params):
+    """--link-queues, or the experiment's own default when not given ('cpu' only where one
+    worker per CPU was measured to help: repronet.emu.linkemu_workers)."""
+    return getattr(params, 'link_queues', None) or experiment.link_queues
 
 
 def precheck(experiment, params, repo):

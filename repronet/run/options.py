@@ -32,8 +32,8 @@ Shared flags:
   --link-cpus N    emulation: the last N CPUs run only the linkdelay daemons, the
                    hosts the others (repronet.emu.linkcpus; default 0, shared)
   --link-queues Q  emulation: cpu (a host's delay daemon as one worker per CPU, woken on
-                   the packet's CPU; the default) or one (one queue and process per
-                   host, as before; repronet.emu.linkemu_workers)
+                   the packet's CPU; dht8's default) or one (one queue and process per
+                   host; the other experiments' default; repronet.emu.linkemu_workers)
   --machines A,B   run the hosts on several servers over ssh (this machine is
                    localhost; repronet.cluster); --placement and --tunnel say how
 
@@ -117,8 +117,9 @@ def build_parser(experiment):
         '--link-queues', choices=LINK_QUEUES, default=None,
         help='emulation with linkdelay links only: cpu runs each host\'s delay daemon as one '
         'worker per CPU, each woken on the CPU its packets arrived on (no interrupt across '
-        'CPUs); one keeps one queue and process per host, which never reorders a flow '
-        '(default cpu)')
+        'CPUs: LAN holds on time under load); one keeps one queue and process per host, which '
+        'never reorders a flow and lets a daemon run beside a busy sender (default: the '
+        'experiment\'s, cpu for dht8, one for the others)')
     shared.add_argument(
         '--dry-run', action='store_true',
         help='print the points, the estimated time and the disk the run needs '
