@@ -76,14 +76,13 @@ Node processes inherit ``PYTHONPATH`` with the repository root, so
 
 import contextlib
 import importlib
-import json
 import os
 import pathlib
 import sys
 import traceback
 
-from repronet.run import (backends, leftovers, options, point_loop, results,
-                          run_time, sim_interpreter, sweep)
+from repronet.run import (backends, dry_run, leftovers, options, point_loop, results,
+                          sim_interpreter, sweep)
 from repronet.run.context import RunContext
 from repronet.run.signals import Interrupted, SignalGuard
 
@@ -91,7 +90,7 @@ __all__ = ['Experiment', 'RunContext', 'Interrupted', 'EXIT_FAILED']
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 EXIT_FAILED = 1
-PLAN_ENV = 'REPRONET_DRY_RUN_PLAN'  # a file --dry-run also writes its plan to, as JSON
+PLAN_ENV = dry_run.PLAN_ENV     # re-exported: repronet.run.reproduce and tests name it here
 
 
 class Experiment:
@@ -202,7 +201,7 @@ class Experiment:
             print('%s: %s' % (self.name, e), file=sys.stderr)
             return 2
         if params.dry_run:
-            return self._dry_run(params, points)
+            return dry_run.print_plan(self, params, points)
         sim = params.backend == 'sim'       # no root, no machine lock, no leftovers
         if not sim and os.geteuid() != 0:
             print('%s: Mininet needs root; run with sudo /usr/bin/python3'
@@ -260,38 +259,6 @@ class Experiment:
             return
         if text:
             print(text, flush=True)
-
-    def _dry_run(self, params, points):
-        """Print the points, the estimated time and the disk; return 0.
-
-        With PLAN_ENV naming a file, also write the plan there as JSON for a program
-        (``repronet reproduce``): {points, estimated_s (the whole run's wall seconds: the
-        points with an estimate and the rest, repronet.run.run_time), unestimated, out,
-        disk: [[path, bytes]]}; the text above stays for people."""
-        estimates = [self.estimate(params, p) for p in points]
-        for point, seconds in zip(points, estimates):
-            print(' '.join(filter(None, [
-                '[%d]' % point['point'], sweep.describe(point),
-                '~' + ('?' if seconds is None else sweep.format_duration(seconds))])))
-        known = [s for s in estimates if s is not None]
-        points_s, rest_s = run_time.parts(params.backend, sum(known), self.fixed_s,
-                                          self.point_wall)
-        total = points_s + rest_s
-        print('%d points, estimated %s%s; results in %s' % (
-            len(points), sweep.format_duration(total),
-            '' if len(known) == len(points) else ' (%d points without an '
-            'estimate)' % (len(points) - len(known)), params.out))
-        print('of which the points ~%s, the rest (start-up, network, teardown, analysis) '
-              '~%s' % (sweep.format_duration(points_s), sweep.format_duration(rest_s)))
-        disk = list(self.disk(params))
-        for path, nbytes in disk:
-            print('writes %.1f MB in %s' % (nbytes / 1e6, path))
-        if os.environ.get(PLAN_ENV):
-            with open(os.environ[PLAN_ENV], 'w', encoding='utf-8') as f:
-                json.dump({'points': len(points), 'estimated_s': total,
-                           'unestimated': len(points) - len(known), 'out': str(params.out),
-                           'disk': [[str(p), n] for p, n in disk]}, f)
-        return 0
 
     def _run(self, params, argv, points, guard):
         """Run under the lock; return (status, results folder)."""
