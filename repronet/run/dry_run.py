@@ -12,6 +12,17 @@ from repronet.run import run_time, sweep
 PLAN_ENV = 'REPRONET_DRY_RUN_PLAN'  # a file --dry-run also writes its plan to, as JSON
 
 
+def estimate(experiment, params, points, backend=None):
+    """Return (each point's estimate or None, the points' wall seconds, the rest's): what
+    --dry-run prints, and what ``--sim-interpreter auto`` weighs (repronet.run.run_time)."""
+    estimates = [experiment.estimate(params, p) for p in points]
+    points_s, rest_s = run_time.parts(backend or params.backend,
+                                      sum(s for s in estimates if s is not None),
+                                      getattr(experiment, 'fixed_s', None),
+                                      getattr(experiment, 'point_wall', None))
+    return estimates, points_s, rest_s
+
+
 def print_plan(experiment, params, points):
     """Print the points, the estimated time and the disk; return 0.
 
@@ -19,14 +30,12 @@ def print_plan(experiment, params, points):
     (``repronet reproduce``): {points, estimated_s (the whole run's wall seconds: the
     points with an estimate and the rest, repronet.run.run_time), unestimated, out,
     disk: [[path, bytes]]}; the text above stays for people."""
-    estimates = [experiment.estimate(params, p) for p in points]
+    estimates, points_s, rest_s = estimate(experiment, params, points)
     for point, seconds in zip(points, estimates):
         print(' '.join(filter(None, [
             '[%d]' % point['point'], sweep.describe(point),
             '~' + ('?' if seconds is None else sweep.format_duration(seconds))])))
     known = [s for s in estimates if s is not None]
-    points_s, rest_s = run_time.parts(params.backend, sum(known), experiment.fixed_s,
-                                      experiment.point_wall)
     total = points_s + rest_s
     print('%d points, estimated %s%s; results in %s' % (
         len(points), sweep.format_duration(total),

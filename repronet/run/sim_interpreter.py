@@ -79,10 +79,8 @@ def describe(choice=None):
 
 def points_seconds(experiment, params, points):
     """The simulated points' wall seconds as ``--dry-run`` estimates them (under python3)."""
-    from repronet.run import run_time
-    known = [s for s in (experiment.estimate(params, p) for p in points) if s is not None]
-    return run_time.parts('sim', sum(known), getattr(experiment, 'fixed_s', None),
-                          getattr(experiment, 'point_wall', None))[0]
+    from repronet.run import dry_run
+    return dry_run.estimate(experiment, params, points, backend='sim')[1]
 
 
 def choose(experiment, params, points):
