@@ -143,18 +143,9 @@ def test_the_default_is_the_experiments_and_the_flag_overrides_it():
     """dht8 runs a worker per CPU (measured to help its LAN holds); the transfer experiment
     keeps one queue per host (its gigabit transfers lost rate and fairness with the workers,
     docs/link-emulation.md "Step 12"); --link-queues wins over either."""
-    import importlib.util
-    import os
     from repronet.run import backends, options
-
-    def experiment(name):
-        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), 'topologies', name)
-        spec = importlib.util.spec_from_file_location('t_' + name[:-3], path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return next(v for v in vars(module).values()
-                    if isinstance(v, type) and getattr(v, 'name', None) == name[:-3])()
-    dht8, transfer = experiment('dht8.py'), experiment('transfer.py')
+    from topologies import dht8 as dht8_script, transfer as transfer_script
+    dht8, transfer = dht8_script.Dht8(), transfer_script.Transfer()
     assert backends.link_queues(dht8, options.parse(dht8, [])) == 'cpu'
     assert backends.link_queues(transfer, options.parse(transfer, [])) == 'one'
     assert backends.link_queues(dht8, options.parse(dht8, ['--link-queues', 'one'])) == 'one'

@@ -116,12 +116,9 @@ def test_auto_takes_pypy3_only_for_points_long_enough_for_the_jit_to_pay():
 
 
 def test_auto_runs_dht8_under_python3_where_pypy3_was_measured_slower():
-    import importlib.util
     from repronet.run import options, sim_interpreter
-    spec = importlib.util.spec_from_file_location('_dht8', REPO / 'topologies' / 'dht8.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    dht8 = module.Dht8()
+    from topologies import dht8 as script
+    dht8 = script.Dht8()
     params = options.parse(dht8, ['--backend', 'sim', '--sim-interpreter', 'auto'])
     assert sim_interpreter.resolve(dht8, params, dht8.points(params)) is None
     assert dht8.sim_interpreter_choice[:2] == ('python3', 'auto')

@@ -101,9 +101,10 @@ def host_id(host):
     return zlib.crc32(host.encode())
 
 
-def spin_permille(receivers):
-    """Each daemon's busy-poll share: SPIN_CPUS split over the receivers, capped."""
-    return min(SPIN_PERMILLE_MAX, int(1000 * SPIN_CPUS / max(1, receivers)))
+def spin_permille(processes):
+    """Each daemon process's busy-poll share: SPIN_CPUS split over all of them (every
+    receiving host's workers), capped."""
+    return min(SPIN_PERMILLE_MAX, int(1000 * SPIN_CPUS / max(1, processes)))
 
 
 def daemon_argv(binary, config, seed, host, receivers, gso, worker=0, clocks_fd=None):

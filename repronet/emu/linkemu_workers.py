@@ -40,7 +40,6 @@ the order they arrived in (counted once in two 8 s gigabit transfers, docs/link-
 """
 
 import os
-import signal
 
 from repronet.emu.linkemu_holds import late_bound_us, summed_hist
 from repronet.emu.process import stop_popen
@@ -215,8 +214,8 @@ class HostDaemon:
         return sum(got) if got else None
 
     def stop(self, grace):
-        """SIGTERM every worker, wait up to grace seconds each, keep the final counters."""
-        self.signal(signal.SIGTERM)
+        """Stop every worker (stop_popen: SIGTERM unless it has exited, SIGKILL after grace
+        seconds), keep the final counters."""
         for p in self.procs:
             stop_popen(p, grace=grace)
             if p.stdin:
