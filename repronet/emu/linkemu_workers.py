@@ -80,44 +80,83 @@ def rule_target(workers):
     return f'--queue-balance 0:{workers - 1} --queue-cpu-fanout'
 
 
+# merge's rules, one per key (RULES below): each gets the workers' values of its key, in
+# the workers' order, and their whole lines.
+def _numbers(values):
+    return [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _summed(values, lines):
+    return sum(_numbers(values))
+
+
+def _largest(values, lines):
+    numbers = _numbers(values)
+    return max(numbers) if numbers else values[0]
+
+
+def _weighted_by(weight_key):
+    """The rule of a mean over what weight_key counts: weighted by each worker's count,
+    rounded as the daemon prints it (3 places), 0.0 when no worker counted any."""
+    def rule(values, lines):
+        weights = [line.get(weight_key) or 0 for line in lines]
+        total = sum(weights)
+        return round(sum(w * (v or 0) for w, v in zip(weights, values)) / total,
+                     3) if total else 0.0
+    return rule
+
+
+def _earliest(values, lines):
+    after = [v for v in values if v is not None]
+    return min(after) if after else None
+
+
+def _worst_moment(values, lines):
+    """When the worst release was: that of the worker with the largest late_us_max among
+    those that released any (None when none did)."""
+    worst = max((line for line in lines if line.get('released')),
+                key=lambda line: line.get('late_us_max') or 0, default=None)
+    return worst.get('late_us_max_at') if worst else None
+
+
+def _bounds(values, lines):
+    """The quantile bounds recomputed from the summed histogram (0 when it is empty); the
+    workers' own bounds (same or list) when none printed a histogram."""
+    hist = summed_hist(line.get('late_hist_log2_us') for line in lines)
+    if hist is None:
+        return _same_or_list(values, lines)
+    return {name: late_bound_us(hist, q) if sum(hist) else 0 for name, q in BOUNDS}
+
+
+def _by_key(key):
+    """The rule of a list of links (key 'id') or sources ('src'): see _by_id."""
+    def rule(values, lines):
+        if all(isinstance(v, list) for v in values):
+            return _by_id(values, key)
+        return _same_or_list(values, lines)
+    return rule
+
+
+def _same_or_list(values, lines):
+    return values[0] if all(v == values[0] for v in values) else values
+
+
+RULES = {**{key: _summed for key in SUMMED}, **{key: _largest for key in LARGEST},
+         **{key: _weighted_by(weight) for key, weight in WEIGHTED.items()},
+         'rt_demoted_after_s': _earliest, 'late_us_max_at': _worst_moment,
+         'late_hist_log2_us': lambda values, lines: summed_hist(values),
+         'late_us_bounds': _bounds, 'links': _by_key('id'), 'sources': _by_key('src')}
+
+
 def merge(lines):
     """One line from the same event's line of each worker (see the module docstring); a
-    single worker's line comes back as it is. Keys not named above keep their value when
-    every worker printed the same, else the list of the workers' values."""
+    single worker's line comes back as it is. Each key is merged by its rule in ``RULES``;
+    a key without one keeps its value when every worker printed the same, else the list of
+    the workers' values."""
     if len(lines) == 1:
         return lines[0]
-    out = {}
-    for key in lines[0]:
-        values = [line.get(key) for line in lines]
-        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if key in SUMMED:
-            out[key] = sum(numbers)
-        elif key in LARGEST:
-            out[key] = max(numbers) if numbers else values[0]
-        elif key in WEIGHTED:
-            weights = [line.get(WEIGHTED[key]) or 0 for line in lines]
-            total = sum(weights)
-            out[key] = round(sum(w * (v or 0) for w, v in zip(weights, values)) / total,
-                             3) if total else 0.0
-        elif key == 'rt_demoted_after_s':
-            after = [v for v in values if v is not None]
-            out[key] = min(after) if after else None
-        elif key == 'late_hist_log2_us':
-            out[key] = summed_hist(values)
-        elif key in ('links', 'sources') and all(isinstance(v, list) for v in values):
-            out[key] = _by_id(values, 'id' if key == 'links' else 'src')
-        elif all(v == values[0] for v in values):
-            out[key] = values[0]
-        else:
-            out[key] = values
-    if 'late_us_max_at' in out:
-        worst = max((line for line in lines if line.get('released')),
-                    key=lambda line: line.get('late_us_max') or 0, default=None)
-        out['late_us_max_at'] = worst.get('late_us_max_at') if worst else None
-    if out.get('late_hist_log2_us') is not None and 'late_us_bounds' in out:
-        hist = out['late_hist_log2_us']
-        out['late_us_bounds'] = {name: late_bound_us(hist, q) if sum(hist) else 0
-                                 for name, q in BOUNDS}
+    out = {key: RULES.get(key, _same_or_list)([line.get(key) for line in lines], lines)
+           for key in lines[0]}
     out['workers'] = len(lines)
     return out
 
