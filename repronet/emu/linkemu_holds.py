@@ -47,7 +47,7 @@ def record(daemons, finals, late_share, lines=()):
     held = sum(r['released'] for r in counted)
 
     def weighted(key):
-        return (sum(r['released'] * (r[key] or 0) for r in counted) / held) if held else None
+        return weighted_mean((r['released'], r[key]) for r in counted)
 
     mins = [r['hold_us_min'] for r in rows if r['hold_us_min']]
     maxes = [r['hold_us_max'] for r in rows if r['hold_us_max']]
@@ -55,9 +55,9 @@ def record(daemons, finals, late_share, lines=()):
     top = max((r for r in rows if r['late_us_max'] is not None and r['released']),
               key=lambda r: r['late_us_max'], default=None)
     mean = weighted('late_us_mean')
-    timed = sum(r['serialised'] or 0 for r in rows)
-    serial = sum((r['serialised'] or 0) * (r['serial_us_mean'] or 0) for r in rows)
-    return {'serialised': timed, 'serial_us_mean': serial / timed if timed else None,
+    return {'serialised': sum(r['serialised'] or 0 for r in rows),
+            'serial_us_mean': weighted_mean((r['serialised'], r['serial_us_mean'])
+                                            for r in rows),
             'lazy_reads': sum(r['lazy_reads'] or 0 for r in rows),
             'queue_wakes': sum(r['queue_wakes'] or 0 for r in rows),
             'verdict_sends': sum(r['verdict_sends'] or 0 for r in rows),
@@ -127,6 +127,15 @@ def name_points(record, points):
             entry['point'] = point.get('point')
             if 'repetition' in point:
                 entry['repetition'] = point['repetition']
+
+
+def weighted_mean(pairs):
+    """The mean of (weight, value) pairs weighted by the weights (a daemon's mean by the
+    packets it averages over), a None weight or value counting as 0; None when the weights
+    sum to 0. Unrounded: linkemu_workers.merge rounds as the daemon prints."""
+    pairs = [(weight or 0, value or 0) for weight, value in pairs]
+    total = sum(weight for weight, _ in pairs)
+    return sum(weight * value for weight, value in pairs) / total if total else None
 
 
 def summed_hist(hists):

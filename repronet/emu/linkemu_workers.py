@@ -41,7 +41,7 @@ the order they arrived in (counted once in two 8 s gigabit transfers, docs/link-
 
 import os
 
-from repronet.emu.linkemu_holds import late_bound_us, summed_hist
+from repronet.emu.linkemu_holds import late_bound_us, summed_hist, weighted_mean
 from repronet.emu.process import stop_popen
 from repronet.run.results import read_jsonl
 
@@ -99,10 +99,8 @@ def _weighted_by(weight_key):
     """The rule of a mean over what weight_key counts: weighted by each worker's count,
     rounded as the daemon prints it (3 places), 0.0 when no worker counted any."""
     def rule(values, lines):
-        weights = [line.get(weight_key) or 0 for line in lines]
-        total = sum(weights)
-        return round(sum(w * (v or 0) for w, v in zip(weights, values)) / total,
-                     3) if total else 0.0
+        mean = weighted_mean(zip((line.get(weight_key) for line in lines), values))
+        return round(mean, 3) if mean is not None else 0.0
     return rule
 
 
