@@ -16,6 +16,8 @@ offset to the logs' wall-clock times and the PID of every node and link daemon):
         -k mono -o DIR.perf -- /usr/bin/python3 benchmarks/dht8_cpu_split.py ... --out DIR
     /usr/bin/python3 benchmarks/dht8_cpu_sched.py DIR DIR.perf
 
+Not daemon_waits.parse: it needs each line's comm and pid, which -F cpu,time,event,trace drops.
+
 Per point, the span runs from the first client's first REGISTER sent to the last client's
 summary record (its last reply). In it, per configuration (mean over repetitions, ms of
 CPU): the index servers; the clients before their first send, while registering, and after
