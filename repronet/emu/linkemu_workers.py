@@ -23,8 +23,9 @@ and its quantile bounds recomputed from it. A host stays one daemon in every rec
 Which experiments use workers: ``--link-queues cpu|one``, by default the experiment's own
 (``Experiment.link_queues``): ``cpu`` for dht8, measured to help, ``one`` for the others, since
 the transfer experiment at a gigabit lost rate and fairness with workers (one run each way:
-R_x / rate 0.335 against 0.522, Jain's index 0.759 against 0.960); ``Network`` itself and
-benchmarks/lan_latency.py default to ``cpu``.
+R_x / rate 0.335 against 0.522, Jain's index 0.759 against 0.960); ``Network`` itself, for
+code that builds one directly, and benchmarks/lan_latency.py default to ``cpu``, measured
+less late under CPU hogs (1.5-3.0 us against 8.4-20.5 at 0.01 ms a link).
 
 One worker, unpinned, as before, with loss or jitter (above), when the daemons have CPUs of
 their own (``--link-cpus``), on a host on another server (the runner pins only local

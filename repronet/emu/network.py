@@ -90,7 +90,13 @@ def choose_datapath(switch, datapath, caps):
 
 
 class Network:
-    """A started Mininet network plus what was chosen to build it."""
+    """A started Mininet network plus what was chosen to build it.
+
+    ``link_queues`` defaults to ``cpu`` (a delay daemon worker per CPU) for code that builds
+    a Network itself, such as benchmarks/lan_latency.py, since under CPU hogs it measured
+    1.5-3.0 us of lateness at 0.01 ms a link against 8.4-20.5 with ``one``
+    (docs/link-emulation.md "Step 12"); an experiment's run passes its own
+    ``Experiment.link_queues`` instead (repronet.run.backends.link_queues)."""
 
     def __init__(self, topo, switch='lxbr', datapath='auto', caps=None,
                  controller_log=None, stats_interval=1.0, on_built=None,

@@ -108,8 +108,10 @@ class Experiment:
                                         # lacks (repronet.run.sim_interpreter)
     pypy_pays_from_s = 0.0  # --sim-interpreter auto: pypy3 only for points estimated at
                             # this many seconds or more (0: always; None: never)
-    link_queues = 'one'     # --link-queues when not given: 'cpu' (a delay daemon worker per
-                            # CPU) only where measured to help (repronet.emu.linkemu_workers)
+    link_queues = 'one'     # --link-queues when not given, not Network's 'cpu': an experiment
+                            # sets 'cpu' (a delay daemon worker per CPU) only where measured
+                            # to help, as transfer lost rate and fairness with it
+                            # (docs/link-emulation.md "Step 12"; dht8 sets 'cpu')
     sim_interpreter_choice = None   # (name, asked, reason): sim_interpreter.choose's
     child_run_dir = None    # the results folder, when the points ran in such a child
     fixed_s = {}            # {backend: seconds a run costs beyond its points} and
