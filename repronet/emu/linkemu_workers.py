@@ -52,7 +52,7 @@ WORKERS_MAX = 8             # on bigger machines worker k takes the CPUs c with 
 SUMMED = ('arrivals', 'accepted', 'dropped', 'unknown', 'held_now', 'held_max', 'released',
           'stamped', 'unstamped', 'enobufs', 'verdict_errors', 'forced_sleeps',
           'wake_samples', 'lazy_reads', 'queue_wakes', 'verdict_sends', 'spin_ms',
-          'spin_windows_exhausted', 'serialised')
+          'spin_windows_exhausted', 'spin_yields_slow', 'spin_yield_slow_ms', 'serialised')
 LARGEST = ('late_us_max', 'queued_us_max', 'serial_us_max', 'rt_demoted', 'lazy_off',
            'wake_overshoot_us_q', 'wake_overshoot_us_max', 'spin_us')
 WEIGHTED = {'late_us_mean': 'released', 'verdict_us_mean': 'released',

@@ -32,7 +32,9 @@
  * traffic never does that, the daemon sleeps briefly when it has not slept for a quarter of
  * that budget (forced_sleeps). It polls without sleeping once the next deadline is closer
  * than its spin window, at most --spin-permille of a CPU; the window is learned from how late
- * its own timed sleeps wake (wake_overshoot_us_*), capped by --spin-us. The stats say what
+ * its own timed sleeps wake (wake_overshoot_us_*), capped by --spin-us; a polling pass that
+ * found nothing yields to the other real-time tasks waiting for its CPU (ld_spin_yield:
+ * spin_yields_slow, spin_yield_slow_ms). The stats say what
  * the daemon ran under. Each pass reads at most DRAIN_MAX messages before it releases what is
  * due again, so a flood cannot hold the releases back.
  * While packets are held the daemon does not let each arrival wake it: it reads the queue
@@ -344,9 +346,11 @@ int main(int argc, char **argv)
 			wait = ld_spin_timeout(&spin, now, wake_at > now ? wake_at - now : 0);
 		rv = ld_wait(pfd, (nfds_t)n, heap.len ? &wait : NULL, &wait_mask);
 		woke = now_ns();
-		if (heap.len && wait == 0)
+		if (heap.len && wait == 0) {
 			ld_spin_charge(&spin, now, woke);       /* this pass polled, it did not sleep */
-		else if (heap.len && rv == 0)
+			if (rv == 0)
+				ld_spin_yield(&spin, now_ns);   /* nothing came: let a pinned peer run */
+		} else if (heap.len && rv == 0)
 			ld_spin_learn(&spin, wait, woke - now); /* a timed sleep: how late it woke */
 		if (rv < 0 && errno != EINTR) {
 			perror("linkdelay: ppoll");

@@ -26,6 +26,9 @@
  *       the regular sleep: the loop passes at NOW_NS when the daemon's voluntary context
  *       switch count reads NVCSW and its CPU time CPU_NS (all start at 0);
  *       {"due": [0 or 1 per pass], "forced": N}
+ *   yield SPIN_MS YIELD
+ *       needs root: a spinning SCHED_FIFO process and a sleeping one on CPU 0; how late the
+ *       sleeper woke with and without the spinner's yields (cmd_yield)
  *   rttime BUDGET_MS SPIN_MS REGULAR
  *       needs root: polls without sleeping for SPIN_MS at SCHED_FIFO 10 with an RLIMIT_RTTIME
  *       of BUDGET_MS, taking the daemon's regular sleep if REGULAR is 1;
@@ -237,6 +240,8 @@ int main(int argc, char **argv)
 		return cmd_block(argc - 2, argv + 2);
 	if (!strcmp(cmd, "rttime") && argc == 5)
 		return cmd_rttime(argv + 2);
+	if (!strcmp(cmd, "yield") && argc == 4)
+		return cmd_yield(argv + 2);
 	if (!strcmp(cmd, "serialise") && argc >= 4)
 		return cmd_serialise(argc - 2, argv + 2, 0);
 	if (!strcmp(cmd, "serialise-shared") && argc >= 4)
@@ -252,7 +257,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "usage: linkdelay_check config FILE | lookup FILE IP... | heap D... | "
 		"simulate FILE HOST_ID GAP_NS STEP... | wait-signal | "
 		"spin SPIN_US PERMILLE NOW:WAIT[:SPENT]... | learn CAP_US OVERSHOOT_NS... | "
-		"block PERIOD_NS NOW:NVCSW:CPU... | rttime BUDGET_MS SPIN_MS REGULAR | "
+		"block PERIOD_NS NOW:NVCSW:CPU... | rttime BUDGET_MS SPIN_MS REGULAR | yield SPIN_MS YIELD | "
 		"serialise[-shared] FILE IP:READY:LEN:HDR... | clock-race FILE IP COUNT | "
 		"wire HEX | late NS... | "
 		"overshoot COUNT SLEEP_NS PRIORITY\n");

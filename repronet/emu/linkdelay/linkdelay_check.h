@@ -25,7 +25,8 @@ int cmd_spin(int argc, char **argv);        /* SPIN_US PERMILLE NOW_NS:WAIT_NS[:
 int cmd_lazy(int argc, char **argv);        /* MIN_HOLD READ_AT OFF PENDING NOW [DEADLINE] */
 int cmd_learn(int argc, char **argv);       /* CAP_US OVERSHOOT_NS... */
 int cmd_overshoot(char **argv);             /* COUNT SLEEP_NS PRIORITY */
-int cmd_rttime(char **argv);                /* BUDGET_MS SPIN_MS REGULAR */
+int cmd_rttime(char **argv);
+int cmd_yield(char **argv);                /* BUDGET_MS SPIN_MS REGULAR */
 int cmd_block(int argc, char **argv);       /* PERIOD_NS NOW_NS:NVCSW:CPU_NS... */
 
 #endif

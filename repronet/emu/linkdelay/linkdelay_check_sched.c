@@ -9,6 +9,11 @@
 #include "linkdelay_sched.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -148,6 +153,61 @@ int cmd_rttime(char **argv)
 	else
 		printf("null");
 	printf(", \"forced\": %llu}\n", (unsigned long long)b.forced);
+	return 0;
+}
+
+/*
+ * yield SPIN_MS YIELD: two SCHED_FIFO 10 processes pinned to CPU 0, as two hosts' workers
+ * would be. The child sleeps until 5 ms after the start and reports how late it woke; the
+ * parent busy-polls (ppoll with a zero timeout, as a spinning daemon does) until SPIN_MS,
+ * calling ld_spin_yield after each pass when YIELD is 1. Without the yield the woken child
+ * cannot run until the spin ends (FIFO has no time slice). Needs root.
+ * {"late_us": N, "yields_slow": N, "yield_slow_ms": N}
+ */
+int cmd_yield(char **argv)
+{
+	uint64_t spin = number(argv[0]) * 1000000ull, start, due;
+	int yield = number(argv[1]) != 0, fds[2];
+	char err[LD_ERR_MAX];
+	struct ld_spin s;
+	cpu_set_t cpu0;
+	pid_t child;
+	double late_us = -1;
+
+	CPU_ZERO(&cpu0);
+	CPU_SET(0, &cpu0);
+	if (sched_setaffinity(0, sizeof(cpu0), &cpu0) < 0 ||
+	    ld_sched_apply(10, LD_MAX_RT_BUDGET_MS, err, sizeof(err)) < 0 ||
+	    sched_getscheduler(0) != SCHED_FIFO || pipe(fds) < 0) {
+		fprintf(stderr, "linkdelay_check: cannot run two SCHED_FIFO processes on CPU 0 "
+			"(needs root)\n");
+		return 1;
+	}
+	ld_spin_init(&s, LD_MAX_SPIN_US, 1000);
+	start = mono_ns();
+	due = start + 5000000ull;
+	child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		struct timespec at = {(time_t)(due / 1000000000ull), (long)(due % 1000000000ull)};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR)
+			;
+		late_us = (mono_ns() - due) / 1e3;
+		if (write(fds[1], &late_us, sizeof(late_us)) != sizeof(late_us))
+			_exit(1);
+		_exit(0);
+	}
+	while (mono_ns() - start < spin) {
+		struct timespec zero = {0, 0};
+		if (ppoll(NULL, 0, &zero, NULL) == 0 && yield)
+			ld_spin_yield(&s, mono_ns);
+	}
+	if (read(fds[0], &late_us, sizeof(late_us)) != sizeof(late_us))
+		return 1;
+	waitpid(child, NULL, 0);
+	printf("{\"late_us\": %.1f, \"yields_slow\": %llu, \"yield_slow_ms\": %.3f}\n", late_us,
+	       (unsigned long long)s.yields_slow, s.yield_slow_ns / 1e6);
 	return 0;
 }
 

@@ -85,9 +85,11 @@ void print_stats(const char *event)
 	for (unsigned k = 0; k < LD_LATE_BUCKETS; k++)
 		printf("%s%llu", k ? ", " : "", (unsigned long long)late_hist[k]);
 	printf("]");
-	printf(", \"spin_ms\": %.3f, \"spin_windows_exhausted\": %llu, \"serialised\": %llu, "
+	printf(", \"spin_ms\": %.3f, \"spin_windows_exhausted\": %llu, \"spin_yields_slow\": %llu, "
+	       "\"spin_yield_slow_ms\": %.3f, \"serialised\": %llu, "
 	       "\"serial_us_mean\": %.3f, \"serial_us_max\": %.3f, \"links\": [",
 	       spin.total_ns / 1e6, (unsigned long long)spin.windows_exhausted,
+	       (unsigned long long)spin.yields_slow, spin.yield_slow_ns / 1e6,
 	       (unsigned long long)serialised, serialised ? serial_ns_sum / 1000.0 / serialised : 0.0,
 	       serial_ns_max / 1000.0);
 	for (size_t i = 0; i < table.nlinks; i++)

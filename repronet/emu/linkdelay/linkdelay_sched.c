@@ -73,6 +73,20 @@ uint64_t ld_spin_timeout(struct ld_spin *s, uint64_t now, uint64_t wait_ns)
 	return wait_ns > s->spin_ns ? wait_ns - s->spin_ns : 0;
 }
 
+void ld_spin_yield(struct ld_spin *s, uint64_t (*clock)(void))
+{
+	uint64_t before, after;
+	if (ld_rt_demoted || sched_getscheduler(0) != SCHED_FIFO)
+		return;
+	before = clock();
+	sched_yield();
+	after = clock();
+	if (after - before > LD_YIELD_SLOW_NS) {
+		s->yields_slow++;
+		s->yield_slow_ns += after - before;
+	}
+}
+
 void ld_spin_charge(struct ld_spin *s, uint64_t from, uint64_t to)
 {
 	uint64_t spent = to > from ? to - from : 0;

@@ -74,9 +74,22 @@ struct ld_spin {
 	uint64_t samples;               /* overshoots seen over the daemon's life */
 	uint64_t quantile_ns;           /* LD_SPIN_QUANTILE of the ring when last learned */
 	uint64_t overshoot_max_ns;      /* the largest overshoot seen */
+	uint64_t yields_slow;           /* yields that came back late (ld_spin_yield) */
+	uint64_t yield_slow_ns;         /* their time */
 };
 
 /* cap_us: the spin window's hard cap (0 turns busy-polling off); permille of one CPU. */
+/*
+ * Why a spinning pass yields (ld_spin_yield): under SCHED_FIFO a daemon that busy-polls for
+ * its next deadline keeps its CPU from every other real-time task of its priority until that
+ * deadline, and FIFO has no time slice. With one worker per CPU (linkemu_workers) every host's
+ * worker k is pinned to CPU k, so the kernel cannot move a woken worker to the other CPU:
+ * a worker whose timer fired waited behind another host's spinning worker (dht8 at its
+ * default scale: 15-17 us of late wake-ups on average with the workers, 10-11 with one
+ * unpinned daemon per host). After a pass that found nothing to read, the spinner calls
+ * sched_yield(), which puts it behind the other runnable tasks of its priority on its CPU
+ * and returns at once when there are none.
+ */
 void ld_spin_init(struct ld_spin *s, uint64_t cap_us, unsigned permille);
 
 /*
@@ -84,6 +97,14 @@ void ld_spin_init(struct ld_spin *s, uint64_t cap_us, unsigned permille);
  * window moves every LD_SPIN_RELEARN samples, see the top of this file).
  */
 void ld_spin_learn(struct ld_spin *s, uint64_t asked_ns, uint64_t slept_ns);
+
+/* After a spinning pass that found nothing: yield to a real-time task of the same priority
+ * waiting for this CPU (only when this daemon runs SCHED_FIFO). Counts the yields that came
+ * back more than LD_YIELD_SLOW_NS later, and their time: another task ran meanwhile, or the
+ * hypervisor took the CPU (a lone spinner on an idle CPU still sees some, so this says how
+ * much the yields cost, not exactly how often a peer ran). */
+#define LD_YIELD_SLOW_NS 10000ull
+void ld_spin_yield(struct ld_spin *s, uint64_t (*clock)(void));
 
 /* The q quantile (0..1, nearest rank) of v[0..n), n > 0; sorts v in place. */
 uint64_t ld_quantile(uint64_t *v, size_t n, double q);
