@@ -76,6 +76,7 @@
 #include <libnetfilter_queue/linux_nfnetlink_queue.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -277,6 +278,7 @@ int main(int argc, char **argv)
 	ld_spin_init(&spin, spin_us, (unsigned)spin_permille);
 	if (ld_sched_apply(rt_priority, rt_budget_ms, err, sizeof(err)) < 0)
 		fprintf(stderr, "linkdelay: %s\n", err);
+	spin.fifo = sched_getscheduler(0) == SCHED_FIFO;
 	start_ns = now_ns();
 	ld_block_init(&block, rt_priority ? rt_budget_ms * 1000000ull / 4 : 0, start_ns,
 		      ld_block_read_self);

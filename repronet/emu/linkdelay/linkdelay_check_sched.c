@@ -184,6 +184,7 @@ int cmd_yield(char **argv)
 		return 1;
 	}
 	ld_spin_init(&s, LD_MAX_SPIN_US, 1000);
+	s.fifo = 1;                     /* checked above */
 	start = mono_ns();
 	due = start + 5000000ull;
 	child = fork();

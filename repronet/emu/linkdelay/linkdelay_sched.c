@@ -76,7 +76,7 @@ uint64_t ld_spin_timeout(struct ld_spin *s, uint64_t now, uint64_t wait_ns)
 void ld_spin_yield(struct ld_spin *s, uint64_t (*clock)(void))
 {
 	uint64_t before, after;
-	if (ld_rt_demoted || sched_getscheduler(0) != SCHED_FIFO)
+	if (!s->fifo || ld_rt_demoted)
 		return;
 	before = clock();
 	sched_yield();

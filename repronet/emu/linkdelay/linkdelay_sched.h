@@ -74,6 +74,7 @@ struct ld_spin {
 	uint64_t samples;               /* overshoots seen over the daemon's life */
 	uint64_t quantile_ns;           /* LD_SPIN_QUANTILE of the ring when last learned */
 	uint64_t overshoot_max_ns;      /* the largest overshoot seen */
+	int fifo;                       /* set once SCHED_FIFO is in force: only then yield */
 	uint64_t yields_slow;           /* yields that came back late (ld_spin_yield) */
 	uint64_t yield_slow_ns;         /* their time */
 };
@@ -99,7 +100,8 @@ void ld_spin_init(struct ld_spin *s, uint64_t cap_us, unsigned permille);
 void ld_spin_learn(struct ld_spin *s, uint64_t asked_ns, uint64_t slept_ns);
 
 /* After a spinning pass that found nothing: yield to a real-time task of the same priority
- * waiting for this CPU (only when this daemon runs SCHED_FIFO). Counts the yields that came
+ * waiting for this CPU (only when s->fifo, set by the caller once SCHED_FIFO is in force,
+ * and the daemon has not been demoted since: no system call to ask each pass). Counts the yields that came
  * back more than LD_YIELD_SLOW_NS later, and their time: another task ran meanwhile, or the
  * hypervisor took the CPU (a lone spinner on an idle CPU still sees some, so this says how
  * much the yields cost, not exactly how often a peer ran). */
