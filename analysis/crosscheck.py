@@ -31,6 +31,7 @@ import pandas as pd
 
 from analysis import crosscheck_report, crosscheck_tables, figures, inputs
 from analysis.tables import write_tables
+from repronet.emu.linkemu_holds import weighted_mean
 from repronet.usage import UsageParser
 
 FLOAT = '%.6g'
@@ -89,7 +90,7 @@ def link_lateness_us(run_dir):
     """Mean lateness (us) of an emulated run's delay daemons in releasing held packets,
     weighted by packets (the last stats record of each, logs/linkdelay-*.jsonl: the
     daemon's stats are cumulative), or None."""
-    total = weight = 0.0
+    finals = []
     for path in sorted(pathlib.Path(run_dir, 'logs').glob('linkdelay-*.jsonl')):
         last = None
         with open(path) as f:
@@ -98,9 +99,8 @@ def link_lateness_us(run_dir):
                 if rec.get('event') == 'stats' and rec.get('late_us_mean') is not None:
                     last = rec
         if last is not None:
-            total += last['late_us_mean'] * last.get('accepted', 0)
-            weight += last.get('accepted', 0)
-    return total / weight if weight else None
+            finals.append((last.get('accepted'), last['late_us_mean']))
+    return weighted_mean(finals)
 
 
 def load(emu_dir, sim_dir):

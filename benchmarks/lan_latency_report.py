@@ -11,7 +11,7 @@ import json
 import statistics
 
 from repronet.emu import linkemu_holds
-from repronet.emu.linkemu_holds import late_bound_us
+from repronet.emu.linkemu_holds import late_bound_us, weighted_mean
 
 IDLE_LATE_US = 5.0          # issue 15: idle mean lateness at most 5 us
 SATURATED_LATE_US = 15.0    # issue 15: saturated mean lateness at most 15 us
@@ -28,29 +28,25 @@ def lateness(stats):
     packets waited to be read, the share of packets with a kernel stamp, the verdicts' mean
     time, CPU s, the largest learned spin window and wake-up overshoot quantile, and how many
     daemons left SCHED_FIFO or were made to sleep."""
+    counters = [record.get('counters') or {} for record in stats.values()]
     holds = linkemu_holds.record(
         [{'host': name, 'hold_us_min': None, 'hold_us_max': None,
           'cpu_s': record.get('cpu_s', 0.0), 'server': None} for name, record in stats.items()],
-        [record.get('counters') or {} for record in stats.values()], late_share=0)
-    queued = stamped = unstamped = 0
-    for record in stats.values():
-        counters = record.get('counters') or {}
-        queued += counters.get('queued_us_mean', 0.0) * counters.get('stamped', 0)
-        stamped += counters.get('stamped', 0)
-        unstamped += counters.get('unstamped', 0)
+        counters, late_share=0)
+    stamped = sum(c.get('stamped') or 0 for c in counters)
+    unstamped = sum(c.get('unstamped') or 0 for c in counters)
     rows = holds['daemons']
-    released = holds['released']
     spin = [r['spin_us'] for r in rows if r['spin_us'] is not None]
     wake = [r['wake_overshoot_us_q'] for r in rows if r['wake_samples']]
-    return {'verdict_us': sum((r['released'] or 0) * (r['verdict_us_mean'] or 0)
-                              for r in rows) / released if released else None,
+    return {'verdict_us': weighted_mean((r['released'], r['verdict_us_mean']) for r in rows),
             'spin_us': max(spin) if spin else None, 'wake_us_q': max(wake) if wake else None,
             'rt_demoted': len(holds['rt_demoted']),
             'forced_sleeps': sum(r['forced_sleeps'] or 0 for r in rows),
             'late_us_mean': holds['late_us_mean'], 'late_us_max': holds['late_us_max'],
             'late_us_p50': late_bound_us(holds['late_hist_log2_us'], 0.5),
             'late_us_p99': late_bound_us(holds['late_hist_log2_us'], 0.99),
-            'queued_us_mean': queued / stamped if stamped else None,
+            'queued_us_mean': weighted_mean((c.get('stamped'), c.get('queued_us_mean'))
+                                            for c in counters),
             'stamped_share': stamped / (stamped + unstamped) if stamped + unstamped else None,
             'daemon_cpu_s': sum(r['cpu_s'] for r in rows)}
 

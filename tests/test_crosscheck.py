@@ -439,6 +439,17 @@ def test_the_delay_daemons_lateness_is_read_from_their_last_stats_and_reported(r
     assert 'the delay daemons released held packets 2 us late on average' in report
 
 
+def test_the_delay_daemons_lateness_weighs_each_by_its_packets(tmp_path):
+    """p1 3.0 us over 3,000 packets, s1 1.0 us over 1,000: 2.5 us (a plain mean of the two
+    says 2.0); without any daemon's stats, None."""
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    assert crosscheck.link_lateness_us(tmp_path) is None
+    dht8_folder.linkdelay_log(logs, 'p1', 3.0, 40.0, accepted=3000)
+    dht8_folder.linkdelay_log(logs, 's1', 1.0, 90.0, accepted=1000)
+    assert crosscheck.link_lateness_us(tmp_path) == pytest.approx(2.5)
+
+
 def _with_span(run, busy):
     """Give the emulated search points (no sample inside their 10 ms timed parts) the
     runner's precise reading of those parts: busy[repetition]; the register points (judged

@@ -8,6 +8,8 @@ here) printed for these figures, byte for byte; any change in a format string fa
 
 import copy
 
+import pytest
+
 from benchmarks import lan_latency_report as report
 
 STATS = {   # the daemons' last stats lines of one (load, delay), as daemon_stats() gives them
@@ -89,3 +91,22 @@ def test_lateness_weighs_the_daemons_by_released_packets():
     assert (figures['spin_us'], figures['wake_us_q'], figures['rt_demoted'],
             figures['forced_sleeps']) == (35, 4.0, 1, 2)
     assert report.lateness({})['late_us_mean'] is None
+
+
+def test_verdict_and_queued_means_weigh_each_daemon_by_its_own_count():
+    """The verdicts' mean by released packets, the queued time's by stamped ones: h1 9,000
+    released at 1 us, h2 1,000 at 11 us make 2 us (a plain mean 6, by the stamped counts 10);
+    h1 1,000 stamped at 4 us, h2 9,000 at 2 us make 2.2 us (by released 3.8)."""
+    stats = copy.deepcopy(STATS)
+    stats['h1']['counters'].update(released=9000, verdict_us_mean=1.0, stamped=1000,
+                                   queued_us_mean=4.0)
+    stats['h2']['counters'].update(released=1000, verdict_us_mean=11.0, stamped=9000,
+                                   queued_us_mean=2.0)
+    figures = report.lateness(stats)
+    assert figures['verdict_us'] == pytest.approx(2.0)
+    assert figures['queued_us_mean'] == pytest.approx(2.2)
+    stats['h2']['counters'].update(released=0, stamped=0)
+    figures = report.lateness(stats)
+    assert (figures['verdict_us'], figures['queued_us_mean']) == (1.0, 4.0)
+    assert (report.lateness({})['verdict_us'], report.lateness({})['queued_us_mean']) == (
+        None, None)
