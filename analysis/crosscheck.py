@@ -88,7 +88,8 @@ def _tables(run_dir, experiment):
 
 def link_lateness_us(run_dir):
     """Mean lateness (us) of an emulated run's delay daemons in releasing held packets,
-    weighted by packets (the last stats record of each, logs/linkdelay-*.jsonl: the
+    weighted by the held packets each let go (``released``, what its mean is over; logs
+    without it: ``accepted``) (the last stats record of each, logs/linkdelay-*.jsonl: the
     daemon's stats are cumulative), or None."""
     finals = []
     for path in sorted(pathlib.Path(run_dir, 'logs').glob('linkdelay-*.jsonl')):
@@ -99,7 +100,7 @@ def link_lateness_us(run_dir):
                 if rec.get('event') == 'stats' and rec.get('late_us_mean') is not None:
                     last = rec
         if last is not None:
-            finals.append((last.get('accepted'), last['late_us_mean']))
+            finals.append((last.get('released', last.get('accepted')), last['late_us_mean']))
     return weighted_mean(finals)
 
 

@@ -256,13 +256,16 @@ def linkdelay_rows(inputs):
 
     ``repronet/emu/linkdelay/linkdelay.c`` prints cumulative ``stats`` on SIGUSR1 and at
     exit, so the last one covers the daemon's whole life (the whole run, set-up included).
-    ``late_us_mean``/``late_us_max``: how late it released held packets, in µs."""
+    ``late_us_mean``/``late_us_max``: how late it released held packets, in µs (the mean
+    is over ``released``, the held packets it let go; ``accepted`` also counts packets
+    passed without a hold)."""
     rows = []
     for path in sorted(inputs.logs.glob('linkdelay-*.jsonl')):
         stats = inputs.read(path.name, event='stats')
         last = stats[-1] if stats else {}
         row = {'host': path.stem[len('linkdelay-'):], 'stats_records': len(stats)}
-        for key in ('arrivals', 'accepted', 'dropped', 'late_us_mean', 'late_us_max'):
+        for key in ('arrivals', 'accepted', 'dropped', 'released', 'late_us_mean',
+                    'late_us_max'):
             row[key] = last.get(key) if is_number(last.get(key)) else None
         rows.append(row)
     return rows

@@ -105,7 +105,8 @@ def _lateness(late, params):
         return ('delay daemons\' lateness: not recorded (no linkdelay counters in logs/: '
                 'the links were emulated by netem, or not delayed)')
     known = late.dropna(subset=['late_us_mean'])
-    weight = known['accepted'].fillna(0)
+    weight = known['released' if 'released' in known else 'accepted'].fillna(0)   # the
+    # mean's own count (held packets let go); tables written before it was kept: accepted
     mean = ((known['late_us_mean'] * weight).sum() / weight.sum() if weight.sum()
             else known['late_us_mean'].mean())
     return ('delay daemons released packets late by %.1f µs on average, %.1f µs at most '

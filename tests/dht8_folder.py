@@ -136,16 +136,19 @@ def make_run(path):
     return path
 
 
-def linkdelay_log(logs, host, late_us_mean, late_us_max, accepted=1000):
+def linkdelay_log(logs, host, late_us_mean, late_us_max, accepted=1000, released=None):
     """Write a linkdelay daemon's log as repronet/emu/linkdelay/linkdelay.c prints it:
-    ready, a stats line on SIGUSR1 and the final stats at exit."""
+    ready, a stats line on SIGUSR1 and the final stats at exit. released (held packets
+    let go, what late_us_mean is a mean over) defaults to every accepted packet."""
+    released = accepted if released is None else released
     stats = {'event': 'stats', 'arrivals': accepted, 'accepted': accepted, 'dropped': 0,
+             'released': released,
              'unknown': 0, 'held_now': 0, 'held_max': 3, 'enobufs': 0,
              'verdict_errors': 0, 'sources': [{'src': '10.0.0.9', 'packets': accepted,
                                                 'dropped': 0}]}
     write(logs / ('linkdelay-%s.jsonl' % host), [
         {'event': 'ready', 'queue': 0, 'sources': 1, 'seed': 7, 'gso': 1},
-        dict(stats, accepted=accepted // 2, late_us_mean=0.5, late_us_max=2.0),
+        dict(stats, accepted=accepted // 2, released=released // 2, late_us_mean=0.5, late_us_max=2.0),
         dict(stats, late_us_mean=late_us_mean, late_us_max=late_us_max)])
 
 

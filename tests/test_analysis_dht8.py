@@ -110,6 +110,17 @@ def test_delay_daemon_lateness_is_a_table_and_a_report_line(run):
     assert 'delay daemons\' lateness: not recorded' in (run / 'report.md').read_text()
 
 
+def test_delay_daemon_lateness_weighs_each_by_the_packets_it_released(run):
+    """The mean is over released packets (accepted also counts unheld ones): p1 3.0 us over
+    1,000 released, s1 1.0 us over 3,000, both 2,000 accepted: 1.5 us (by accepted: 2.0)."""
+    for host, late, released in (('p1', (3.0, 40.0), 1000), ('s1', (1.0, 90.0), 3000)):
+        dht8_folder.linkdelay_log(run / 'logs', host, *late, accepted=2000, released=released)
+    data = dht8.build(run)
+    assert list(data['linkdelay']['released']) == [1000, 3000]
+    assert 'delay daemons released packets late by 1.5 µs on average' in (
+        run / 'report.md').read_text()
+
+
 def test_failover_keeps_every_fault_kind_and_draws_recovery(run):
     data = dht8.build(run)
     fo = data['failover']

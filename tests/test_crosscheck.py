@@ -450,6 +450,17 @@ def test_the_delay_daemons_lateness_weighs_each_by_its_packets(tmp_path):
     assert crosscheck.link_lateness_us(tmp_path) == pytest.approx(2.5)
 
 
+def test_the_delay_daemons_lateness_weighs_by_released_not_accepted(tmp_path):
+    """A daemon's late_us_mean is a mean over the held packets it released; accepted also
+    counts packets passed without a hold. p1 3.0 us over 1,000 released (3,000 accepted),
+    s1 1.0 us over 3,000 (1,000 accepted): 1.5 us (by accepted it would read 2.5)."""
+    logs = tmp_path / 'logs'
+    logs.mkdir()
+    dht8_folder.linkdelay_log(logs, 'p1', 3.0, 40.0, accepted=3000, released=1000)
+    dht8_folder.linkdelay_log(logs, 's1', 1.0, 90.0, accepted=1000, released=3000)
+    assert crosscheck.link_lateness_us(tmp_path) == pytest.approx(1.5)
+
+
 def _with_span(run, busy):
     """Give the emulated search points (no sample inside their 10 ms timed parts) the
     runner's precise reading of those parts: busy[repetition]; the register points (judged
