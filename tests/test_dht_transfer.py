@@ -112,3 +112,22 @@ def test_serving_core_rejects_bad_requests_and_keeps_going():
 def test_no_holder():
     with pytest.raises(download_core.DownloadError):
         download_core.Download('a', [])
+
+
+@pytest.mark.parametrize('batch', [0, 1, 999, 4096, 256 * 1024])
+def test_batched_hashing_verifies_as_hashing_each_chunk(monkeypatch, batch):
+    """HASH_BATCH (hash in joined batches, as under PyPy) changes when bytes are hashed, not
+    what is verified: whole, resumed with bytes waiting to be hashed, corrupt, restarted."""
+    monkeypatch.setattr(download_core, 'HASH_BATCH', batch)
+    files = {'a': CONTENT}
+    d = download_core.Download('a', ['h1:1'])
+    assert fetch(d, files) == CONTENT and d.done
+    d = download_core.Download('a', ['h1:1', 'h2:1'])
+    part = fetch(d, files, cut=40000)
+    d.holder_failed('gone')
+    assert part + fetch(d, files) == CONTENT and d.done and d.resumes == 1
+    d = download_core.Download('a', ['bad:1', 'good:1'])
+    with pytest.raises(download_core.DownloadError, match='SHA-256 mismatch'):
+        fetch(d, files, corrupt=True)
+    d.holder_failed('digest mismatch')
+    assert fetch(d, files) == CONTENT and d.done

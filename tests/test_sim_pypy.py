@@ -115,13 +115,18 @@ def test_auto_takes_pypy3_only_for_points_long_enough_for_the_jit_to_pay():
     assert 'not faster under pypy3' in never.sim_interpreter_choice[2]
 
 
-def test_auto_runs_dht8_under_python3_where_pypy3_was_measured_slower():
+@needs_pypy
+@pytest.mark.parametrize('scale, chosen', [('smoke', 'python3'), ('default', 'pypy3')])
+def test_auto_runs_dht8_under_pypy3_from_the_default_scale_where_it_was_measured_faster(
+        scale, chosen):
     from repronet.run import options, sim_interpreter
     from topologies import dht8 as script
     dht8 = script.Dht8()
-    params = options.parse(dht8, ['--backend', 'sim', '--sim-interpreter', 'auto'])
-    assert sim_interpreter.resolve(dht8, params, dht8.points(params)) is None
-    assert dht8.sim_interpreter_choice[:2] == ('python3', 'auto')
+    params = options.parse(dht8, ['--backend', 'sim', '--sim-interpreter', 'auto', '--scale',
+                                  scale])
+    found = sim_interpreter.resolve(dht8, params, dht8.points(params))
+    assert found == (None if chosen == 'python3' else shutil.which('pypy3'))
+    assert dht8.sim_interpreter_choice[:2] == (chosen, 'auto')
 
 
 # fidelity opts in too (its simulation is workloads.probe and workloads.bulk); the others do

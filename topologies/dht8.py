@@ -143,11 +143,16 @@ class Dht8(Experiment):
     analysis_module = 'analysis.dht8'
     backends = ('emu', 'sim')   # sim: the same cores in virtual time (repronet.sim)
     sim_interpreters = ('python3', 'pypy3')     # its simulation needs no numpy
-    # auto: python3. Whole runs (2026-11-27, 12:49-13:04 UTC, load 1.3-3.3, alternating) were
-    # slower under pypy3: --scale smoke 8.4 and 9.2 s against 5.8 and 6.2; --parts I,III 65.4
-    # and 66.0 against 67.6 (generating its file set) and 65.7; --scale default 103.9
-    # against 94.5 (docs/simulation.md, "Under PyPy"); seed scale not measured
-    pypy_pays_from_s = None
+    # auto: pypy3 for points estimated at 25 s or more (--scale default's: 29 s; --parts I,III
+    # 13.4, II 9.5, smoke 0.7, seed 270), else python3. Whole runs at 9f28b6b (2026-11-27
+    # 18:04-18:47 UTC, load 6.5-12, alternating, wall s; docs/simulation.md, "PyPy's download
+    # phase"): --scale smoke pypy3 9.8-13.3 against python3 7.6-10.1, slower 5 of 5; --parts
+    # I,III 91.7, 86.9, 102.4 against 130.5, 109.2, 89.2, faster 2 of 3 (user time 32.0
+    # against 34.1 s); --scale default 146.0, 148.5, 158.8, 160.7 against 172.7, 180.6, 165.6,
+    # 175.3, faster 4 of 4 (user time 51.9 and 51.6 against 59.1 and 62.6 s). Earlier
+    # (12:49-13:04, load 1.3-3.3, one pair) --scale default took 103.9 s under pypy3 against
+    # 94.5; the seed scale was not measured
+    pypy_pays_from_s = 25.0
     # the delay daemons as one worker per CPU: the seed-scale lateness of Part II's small
     # files 10.3 and 8.7 us against 16.53 and 15.62 with one queue (docs/link-emulation.md,
     # "Step 12"); --link-queues one turns it off

@@ -19,16 +19,18 @@ Mersenne Twister, float repr and JSON encoding.
 
 The default is python3: PyPy's JIT needs a few hundred thousand events to warm up, so a
 short run is slower under it (dht8 ``--scale smoke``: 8.4-9.2 s against 5.8-6.2 s of wall
-time at 75f7797), and dht8's ``--scale default`` was no faster either (104 against 95 s: its
-Part II downloads are pypy3's slowest work); its search phases gain (benchmarks/sim_scale.py,
-docs/simulation.md, "Under PyPy").
+time at 75f7797). Longer runs gain a little: its search phases run faster
+(benchmarks/sim_scale.py, docs/simulation.md, "Under PyPy"), while its download phases are
+short runs of code the JIT has not seen, half of whose time is creating the downloaded files,
+which costs the same under both ("PyPy's download phase"); dht8 ``--scale default`` took
+4-18 % less wall time under pypy3 in four pairs at load 7-12 (at load 1.3-3.3, one pair, 10 %
+more), so dht8 takes pypy3 from points estimated at 25 s.
 ``auto`` is pypy3 when it is installed, the experiment lists it in ``sim_interpreters``
 (its simulation imports nothing PyPy lacks, e.g. numpy) and the run is long enough for the
 JIT to pay: the points' own estimate (what ``--dry-run`` prints, ``repronet.run.run_time``)
 is at least the experiment's ``pypy_pays_from_s`` (measured per experiment; 0: always;
-None: never, as for dht8, whose smoke and default runs were slower under pypy3); else this
-interpreter. The manifest's ``mechanisms.interpreter`` says which one ran, what
-was asked and why (``choose``). Signals: Ctrl-C reaches both processes; a SIGTERM to the
+None: never); else this interpreter. The manifest's ``mechanisms.interpreter`` says which
+one ran, what was asked and why (``choose``). Signals: Ctrl-C reaches both processes; a SIGTERM to the
 runner is passed on, and the child's own teardown records the run as interrupted.
 """
 
