@@ -219,7 +219,8 @@ class Network:
         self._hop(path, 0, now, now, nbytes, train.packets, train)
 
     def _hop(self, path, i, first, last, nbytes, packets, train):
-        """Enqueue the train at port i of its path; schedule the next hop or the end."""
+        """Enqueue the train at port i of its path; schedule the next hop or the end (posted:
+        nothing cancels them, ``Engine.post``)."""
         engine = self.engine
         times = path[i].enqueue(first, last, nbytes, packets, self.rng)
         if times is None:
@@ -228,17 +229,17 @@ class Network:
             return
         first, last, packets, nbytes = times
         if i + 1 < len(path):
-            engine.at(first, self._hop, path, i + 1, first, last, nbytes, packets, train)
+            engine.post(first, self._hop, (path, i + 1, first, last, nbytes, packets, train))
             return
         self.delivered += packets
         if self.on_delivery is not None:
             self.on_delivery(packets)
         if packets == train.packets:
-            engine.at(last, train.arrived, last)
+            engine.post(last, train.arrived, (last,))
         elif train.partial is not None:
-            engine.at(last, train.partial, last, train.packets - packets)
+            engine.post(last, train.partial, (last, train.packets - packets))
         elif train.lost is not None:
-            engine.at(last, train.lost, last)
+            engine.post(last, train.lost, (last,))
 
     def one_way(self, src, dst):
         """Propagation delay src -> dst without queueing or jitter (seconds), or None."""
