@@ -12,13 +12,14 @@ from hypothesis import strategies as st
 from repronet.sim.engine import Engine
 
 OFFSETS = st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0, 3.0])
-STEPS = st.lists(st.one_of(
+STEP = st.one_of(
     st.tuples(st.just('at'), OFFSETS),
     st.tuples(st.just('move'), st.integers(0, 30), OFFSETS),
     st.tuples(st.just('cancel'), st.integers(0, 30)),
     st.tuples(st.just('step')),
     st.tuples(st.just('run'), OFFSETS),
-), max_size=80)
+)
+STEPS = st.lists(STEP, max_size=80)
 
 
 class _Side:
