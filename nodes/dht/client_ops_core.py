@@ -137,7 +137,7 @@ class ClientOps:
             except ChannelError as exc:
                 self._server_failed(srv, str(exc), now)
                 return
-            for req, _, reply in replies:
+            for req, reply in replies:
                 op = srv.ops.pop(req, None)
                 if op is not None:
                     self._reply(op, conn[1], reply, now)

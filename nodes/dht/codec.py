@@ -193,6 +193,13 @@ def encode(msg, version=PROTOCOL_VERSION):
     return _HEAD.pack(_HEAD_AFTER_LEN + len(body), version, msg.TYPE, msg.req) + body
 
 
+def encode_search(req, name, version=PROTOCOL_VERSION):
+    """encode(Search(req, name)) without the message object: a client sends one per search,
+    and building a frozen dataclass costs more than encoding it."""
+    body = _str(name)
+    return _HEAD.pack(_HEAD_AFTER_LEN + len(body), version, 0x03, req) + body
+
+
 def frame_size(msg):
     """Return the encoded size of a message in bytes."""
     return len(encode(msg))
