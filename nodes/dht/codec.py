@@ -252,19 +252,31 @@ class _Reader:
             raise DecodeError('%d trailing bytes' % (len(self.buf) - self.pos))
 
 
+def str_to_end(buf, start, end):
+    """The str field that fills buf[start:end] exactly (its length field says so, no byte
+    left over, UTF-8), else None. The name of a SEARCH and of a NOTFOUND, read here for
+    `_direct` and for the index server's `search_frames.read`."""
+    if end - start < 2 or start + 2 + _U16.unpack_from(buf, start)[0] != end:
+        return None
+    try:
+        return buf[start + 2:end].decode('utf-8')
+    except UnicodeDecodeError:
+        return None
+
+
 def _direct(mtype, req, body):
     """SEARCH, NOTFOUND and FOUND (a search and its answers: most frames the simulator
     decodes) read straight from a well-formed body, or None: then `_Reader` reads it and
     says what is wrong. Accepts exactly what the reader accepts (every field whole, the
     body used up) and builds the same message, without a reader and four calls per
     field."""
+    if mtype != 0x82:
+        name = str_to_end(body, 0, len(body))
+        return None if name is None else (Search if mtype == 0x03 else NotFound)(req, name)
     try:
         n = _U16.unpack_from(body)[0]
         pos = 2 + n
         name = body[2:pos].decode('utf-8')
-        if mtype != 0x82:
-            return (Search if mtype == 0x03 else NotFound)(req, name) \
-                if pos == len(body) else None
         count = _U32.unpack_from(body, pos)[0]
         pos += 4
         holders = []
@@ -277,17 +289,9 @@ def _direct(mtype, req, body):
     return Found(req, name, tuple(holders)) if pos == len(body) else None
 
 
-def _parse(mtype, req, body):
-    """Decode a body of the given type into a message."""
-    if mtype == 0x03 or mtype == 0x82 or mtype == 0x83:
-        msg = _direct(mtype, req, body)
-        if msg is not None:
-            return msg
-    return _read(mtype, req, body)
-
-
 def _read(mtype, req, body):
-    """_parse() through a `_Reader`: every type, and what is wrong with a body."""
+    """Decode a body of the given type into a message through a `_Reader`: every type, and
+    what is wrong with a body."""
     r = _Reader(body)
     if mtype == 0x01 or mtype == 0x02:
         msg = (Register if mtype == 0x01 else Unregister)(req, r.str(), r.strlist())
@@ -396,7 +400,11 @@ class Decoder:
             return ProtocolError(req, ERR_VERSION, 'unsupported protocol version %d (speak %d)'
                                  % (version, PROTOCOL_VERSION), False)
         try:
-            msg = _parse(mtype, req, body)
+            msg = None
+            if mtype == 0x03 or mtype == 0x82 or mtype == 0x83:
+                msg = _direct(mtype, req, body)
+            if msg is None:
+                msg = _read(mtype, req, body)
         except (DecodeError, struct.error) as exc:
             return ProtocolError(req, ERR_MALFORMED, 'malformed type 0x%02x frame: %s'
                                  % (mtype, exc), False)

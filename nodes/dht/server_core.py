@@ -172,7 +172,7 @@ class ServerConnection:
         self._raw = bytearray()     # bytes received and not decoded yet
         self._unfinished = False    # they begin a frame still arriving (nothing to decode)
         self._begun = None          # since when _raw has held undecoded bytes
-        self._inbox = deque()       # decoded requests not answered yet
+        self._inbox = deque()       # requests not answered yet (see _reply)
         self._held = False          # requests waited after the last call: no reading since
         self._eof = False
         self._told = False          # the truncation error went out
@@ -350,8 +350,12 @@ class ServerConnection:
                                         'connection closed inside a frame (truncated)'))
 
     def _reply(self, item, now):
-        """(reply bytes, close) for one decoded item."""
-        if type(item) is tuple:     # a SEARCH frame's (req, name, name field)
+        """(reply bytes, close) for one inbox item: what the decoder gives (a request, a
+        ProtocolError, a Chunk), or a SEARCH frame `search_frames.read` took apart, kept as
+        its (req, name, name field) tuple. The decoder gives no tuples, so the exact type
+        test tells the two apart at the price of one comparison (a class of its own would
+        cost an object per search)."""
+        if type(item) is tuple:
             return self.core.search_frame(*item), False
         if isinstance(item, codec.ProtocolError):
             self.core.counters['errors'] += 1
