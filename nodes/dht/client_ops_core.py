@@ -102,6 +102,7 @@ class ClientOps:
         self.limit = max(1, limit)
         self.todo = deque()                     # operations not started yet
         self.active = {}                        # op id -> _Op
+        self._timed = {}                        # ServerLink -> None: those with a deadline
         self.peers = {}                         # conn -> dict(state, addr, op, deadline)
         self.idle = {}                          # holder addr -> [conn]
         self.records = []
@@ -151,6 +152,7 @@ class ClientOps:
                 if op is not None:
                     self._reply(op, conn[1], reply, now)
             self._pump(srv, now)
+            self._untimed(srv)
         else:
             self._peer_data(conn, data, now)
         self._start(now)
@@ -162,6 +164,7 @@ class ClientOps:
             if srv.state == 'connecting':
                 srv.state, srv.deadline = 'open', None
                 self._pump(srv, now)
+                self._untimed(srv)
         else:
             p = self.peers.get(conn)
             if p is not None and p['state'] == 'connecting':
@@ -181,19 +184,17 @@ class ClientOps:
     def get_timer(self):
         """The earliest deadline at which handle_timer must be called, or None.
 
-        A closed server connection has no deadline (closing clears both), so only the
-        others are asked: a client of 1,000 servers talks to a few. Asked after every
-        reply, so it builds no lists."""
+        Only the index-server links in `_timed` can have a deadline (the connect deadline, or
+        a reply's while requests are out), so a client of 8 or 1,000 servers asks the one or
+        two it is waiting for, not every link. Asked after every reply: it builds no lists."""
         best = None
-        for s in self.servers.values():
-            if s.state != 'closed':
-                t = s.deadline
-                if t is not None and (best is None or t < best):
-                    best = t
-                if s.channel.outstanding:       # else no reply deadline (not asked)
-                    t = s.channel.next_deadline()
-                    if t is not None and (best is None or t < best):
-                        best = t
+        for s in self._timed:
+            t = s.deadline
+            if t is not None and (best is None or t < best):
+                best = t
+            t = s.channel.next_deadline()
+            if t is not None and (best is None or t < best):
+                best = t
         for p in self.peers.values():
             t = p['deadline']
             if t is not None and (best is None or t < best):
@@ -302,7 +303,13 @@ class ClientOps:
     def _open(self, srv, now):
         if srv.state == 'closed':
             srv.state, srv.deadline = 'connecting', now + self.timeout
+            self._timed[srv] = None
             self._out.append(Connect(srv.conn, srv.addr))
+
+    def _untimed(self, srv):
+        """Take srv out of `_timed` once it has no deadline (nothing out, not connecting)."""
+        if srv.deadline is None and not srv.channel.outstanding:
+            self._timed.pop(srv, None)
 
     def _request(self, server, op, kind, *fields, now):
         srv = self.servers[server]
@@ -316,6 +323,7 @@ class ClientOps:
             op, kind, fields = srv.queue.popleft()
             req, data = srv.channel.send(kind, now, *fields)
             srv.ops[req] = op
+            self._timed[srv] = None
             self.messages_sent += 1
             self._out.append(Send(srv.conn, data))
 
@@ -330,6 +338,7 @@ class ClientOps:
             self.routing.mark_down(srv.conn[1])     # an idle close is no failure
         srv.state, srv.deadline = 'closed', None
         srv.channel.fail()
+        self._timed.pop(srv, None)
         lost = list(srv.ops.values()) + [op for op, _, _ in srv.queue]
         srv.ops.clear()
         srv.queue.clear()
