@@ -319,7 +319,12 @@ def _read(mtype, req, body):
 
 
 class Decoder:
-    """Incremental decoder: feed bytes, get messages, Chunks and ProtocolErrors."""
+    """Incremental decoder: feed bytes, get messages, Chunks and ProtocolErrors.
+
+    A FOUND or NOTFOUND arriving alone (a client's answer when it has one search out) is
+    read without the frame loop (`_lone_answer`; `lone_answers` False: the loop reads it)."""
+
+    lone_answers = True
 
     def __init__(self, max_frame=MAX_FRAME):
         self.max_frame = max_frame
@@ -338,6 +343,10 @@ class Decoder:
 
     def feed(self, data):
         """Consume bytes and return the list of decoded items."""
+        if self.lone_answers and not self._buf and not self._raw_left and not self.broken:
+            msg = self._lone_answer(data)
+            if msg is not None:
+                return [msg]
         out = []
         if self.broken:
             return out
@@ -358,6 +367,18 @@ class Decoder:
             if pos is not None and pos < len(data):
                 self._buf += data[pos:]
         return out
+
+    def _lone_answer(self, data):
+        """The message of data when it is exactly one well-formed FOUND or NOTFOUND frame that
+        _drain would read (the length within max_frame, this protocol version), else None.
+        Nothing is held before or after it, so the decoder's state is what _drain leaves."""
+        if len(data) < 12:
+            return None
+        length, version, mtype, req = _HEAD.unpack_from(data)
+        if length + 4 != len(data) or length > self.max_frame or version != PROTOCOL_VERSION \
+                or not (mtype == 0x82 or mtype == 0x83):
+            return None
+        return _direct(mtype, req, bytes(data[4 + _HEAD_AFTER_LEN:]))
 
     def _drain(self, buf, out):
         """Decode whatever complete items buf holds; return how many bytes of it were
