@@ -78,18 +78,16 @@ class Notice:
 
 
 class _Op:
-    """One operation in flight; `kind` is search, download or the write op name."""
+    """One operation in flight; `kind` is search, download or the write op name. A search or
+    download gets its candidates and failures when it starts, a write its waiting servers,
+    errors and extra record fields: none is built for an operation that has no use for it."""
+
+    __slots__ = ('id', 'kind', 'name', 't0', 'server', 'download', 'peer', 'waiting',
+                 'candidates', 'failures', 'errors', 'extra')
 
     def __init__(self, op_id, kind, name, now):
         self.id, self.kind, self.name, self.t0 = op_id, kind, name, now
-        self.waiting = set()            # servers whose reply is awaited
-        self.errors = []
-        self.candidates = []
-        self.failures = []
-        self.server = None
-        self.download = None
-        self.peer = None
-        self.extra = {}
+        self.server = self.download = self.peer = None
 
 
 class ClientOps:
@@ -237,13 +235,12 @@ class ClientOps:
                 if bad:                  # never write outside the downloads folder
                     self._end(op, False, now, error=bad)
                     continue
-                op.candidates = self.routing.candidates(op.name)
+                op.candidates, op.failures = self.routing.candidates(op.name), []
                 self._search_next(op, now)
             else:
                 _, kind, names, servers, addr, batched = spec
                 op.extra = {'files': len(names)} if batched else {}
-                op.server = servers[0]
-                op.waiting = set(servers)
+                op.server, op.waiting, op.errors = servers[0], set(servers), []
                 for s in servers:
                     self._request(s, op, kind, addr, tuple(names), now=now)
 
