@@ -6,6 +6,7 @@ items however the network splits it, arbitrary bytes never raise and never make 
 decoder hold more than one frame, and a frame the decoder cannot trust ends the stream.
 """
 
+import random
 import struct
 
 from hypothesis import given, settings, strategies as st
@@ -176,3 +177,80 @@ def test_a_search_or_its_answer_read_directly_is_what_the_reader_reads(case):
     except (codec.DecodeError, struct.error):
         expected = None
     assert codec._direct(mtype, 7, body) == expected
+
+
+def _encoded(fn, *args):
+    """fn's bytes, or the type of what it raised."""
+    try:
+        return fn(*args)
+    except Exception as exc:     # noqa: BLE001 - compared, not hidden
+        return type(exc)
+
+
+@SETTINGS
+@given(req, st.one_of(st.text(max_size=40), st.text(alphabet='ab\u00e9', min_size=21000,
+                                                      max_size=33000)))
+def test_a_search_encoded_from_its_fields_is_the_encoded_message(r, name):
+    """codec.encode_search (the client's SEARCH, no message object) writes encode's bytes,
+    and fails where encode fails (a lone surrogate, a name over MAX_STR bytes)."""
+    assert _encoded(codec.encode_search, r, name) == _encoded(codec.encode, codec.Search(r, name))
+
+
+def _answer_pieces(rng):
+    """Pieces of a stream a client reads, mostly one whole frame each: FOUND and NOTFOUND
+    (well formed, damaged, of another version), FILE headers with their raw bytes (which may
+    look like an answer), other frames, sometimes two frames at once or half of one."""
+    def frame():
+        req = rng.randrange(2 ** 32)
+        name = rng.choice(['a', 'émile.bin', '', 'x' * 40])
+        msg = rng.choice([codec.Found(req, name, tuple(rng.sample(['h1:1', 'é:2', ''], 2))),
+                          codec.NotFound(req, name), codec.Ack(req, 3), codec.Search(req, name)])
+        data = bytearray(codec.encode(msg))
+        how = rng.random()
+        if how < 0.1:
+            data[rng.randrange(len(data))] = rng.randrange(256)         # a byte changed
+        elif how < 0.13:
+            data[3] += rng.choice([-1, 1])                              # the length
+        elif how < 0.16:
+            data[4] = 2                                                 # another version
+        elif how < 0.24:
+            body = codec.encode(codec.NotFound(req, name))
+            data = bytearray(codec.encode(codec.FileHeader(req, len(body), 0, b'\0' * 32))
+                             + body)
+            pieces.append(bytes(data[:-len(body)]))                    # raw bytes next
+            data = data[-len(body):]
+        return bytes(data)
+    pieces = []
+    for _ in range(rng.randrange(1, 10)):
+        data = frame()
+        how = rng.random()
+        if how < 0.1:
+            data += frame()
+        elif how < 0.2:
+            cut = rng.randrange(1, len(data))
+            pieces.append(data[:cut])
+            data = data[cut:]
+        pieces.append(data)
+    return pieces
+
+
+def _fed(pieces, max_frame, lone):
+    dec = codec.Decoder(max_frame)
+    dec.lone_answers = lone
+    out = [dec.feed(piece) for piece in pieces]
+    return out, dec.pending, dec.broken, dec.between_frames()
+
+
+def test_a_lone_answer_read_at_once_is_what_the_frame_loop_reads():
+    """Decoder._lone_answer (a FOUND or NOTFOUND arriving alone, read without the frame loop)
+    gives the same items, pending bytes and state as the loop, whatever the stream and the
+    decoder's frame limit."""
+    rng = random.Random(39)
+    lone = 0
+    for _ in range(3000):
+        pieces = _answer_pieces(rng)
+        max_frame = rng.choice([codec.MAX_FRAME, 20, 30])
+        assert _fed(pieces, max_frame, True) == _fed(pieces, max_frame, False)
+        dec = codec.Decoder(max_frame)
+        lone += sum(dec._lone_answer(p) is not None for p in pieces)
+    assert lone > 2500

@@ -115,12 +115,12 @@ def test_channel_window_ids_and_errors():
     # Replies may be matched out of order by id.
     both = codec.encode(codec.NotFound(r2, 'b')) + codec.encode(codec.NotFound(r1, 'a'))
     got = ch.receive(both, 0.6)
-    assert [(r, q.name) for r, q, _ in got] == [(r2, 'b'), (r1, 'a')]
+    assert [(r, reply.name) for r, reply in got] == [(r2, 'b'), (r1, 'a')]
     assert ch.can_send() and ch.next_deadline() is None
     with pytest.raises(ChannelError):
         ch.receive(codec.encode(codec.Ack(999, 0)), 1.0)
-    ch.send(codec.Search, 2.0, 'c')
-    assert [q.name for _, q in ch.fail()] == ['c'] and ch.can_send()
+    r3, _ = ch.send(codec.Search, 2.0, 'c')
+    assert ch.fail() == [r3] and ch.can_send()
 
 
 def test_peer_catalog_hashes_regular_files_and_notices_changes(tmp_path):

@@ -121,3 +121,64 @@ def test_answers_match_handle_and_encode_for_held_and_unknown_names():
             slow.handle(codec.Search(req, name), 0.0))
     assert fast.counters == slow.counters
     assert fast.counters['found'] > 300 and fast.counters['not_found'] > 300
+
+
+def _units(rng, n):
+    """n pieces a client might write in one go: mostly one whole frame each (a SEARCH, well
+    formed or not), sometimes two at once or half of one, a FILE header whose raw bytes
+    (which may look like a SEARCH) come in the next piece, a fatal length."""
+    out = []
+    while len(out) < n:
+        frame = _stream(rng, 1)
+        kind = rng.random()
+        if kind < 0.08:
+            out.append(frame + _stream(rng, 1))
+        elif kind < 0.14 and len(frame) > 1:
+            cut = rng.randrange(1, len(frame))
+            out += [frame[:cut], frame[cut:]]
+        elif kind < 0.2:
+            body = _search_frame(rng, rng.randrange(2 ** 32))
+            out += [codec.encode(codec.FileHeader(1, len(body), 0, b'\0' * 32)), body]
+        else:
+            out.append(frame)
+    return out
+
+
+def _serve_pieces(pieces, fast, max_frame, decodes):
+    """Each call's (reply, close, waiting, buffered, timer) and the counters at the end, a
+    piece per call at a later time each; decodes (a list) gets one item per _decode call."""
+    core = ServerCore('s1')
+    for name in NAMES[:3]:
+        core.store.add(name, ADDRS[0])
+    conn = ServerConnection(core, max_frame=max_frame, idle_timeout=5.0, frame_timeout=2.0)
+    conn.fast_search = fast
+    decode = conn._decode
+    conn._decode = lambda *a: decodes.append(a) or decode(*a)
+    calls, now = [], 1.0
+    for piece in pieces:
+        now += 0.25
+        out = conn.receive(piece, now)
+        while not out[1] and conn.waiting:
+            out = (out[0] + conn.more(now)[0], False)
+        calls.append(out + (conn.waiting, conn.buffered, conn.get_timer()))
+        if out[1]:
+            break
+    return calls, dict(core.counters)
+
+
+def test_a_lone_search_frame_answered_at_once_leaves_what_the_general_path_leaves():
+    """ServerConnection._lone_search (a call bringing exactly one SEARCH frame to an idle
+    connection is answered without the buffer and the batch loop) against the general
+    path, fed a piece at a time: the same replies, closes, waiting, buffered bytes and
+    timer after every call, and the same counters, with decoder bounds that a search may
+    pass."""
+    rng = random.Random(39)
+    lone = 0
+    for _ in range(1500):
+        pieces = _units(rng, rng.randrange(1, 12))
+        max_frame = rng.choice([codec.MAX_FRAME, 12, 20])
+        fast_decodes, slow_decodes = [], []
+        assert _serve_pieces(pieces, True, max_frame, fast_decodes) == \
+            _serve_pieces(pieces, False, max_frame, slow_decodes)
+        lone += len(slow_decodes) - len(fast_decodes)
+    assert lone > 2000

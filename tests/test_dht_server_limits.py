@@ -70,7 +70,7 @@ def test_a_name_keeps_at_most_max_holders_and_its_reply_fits_a_frame():
     # The client's channel (default frame limit) takes the largest reply there is.
     ch = Channel('s1')
     req, _ = ch.send(codec.Search, 0, POPULAR)
-    ((_, _, got),) = ch.receive(codec.encode(codec.Found(req, POPULAR, found.holders)), 0)
+    ((_, got),) = ch.receive(codec.encode(codec.Found(req, POPULAR, found.holders)), 0)
     assert got.holders == found.holders
 
 

@@ -80,6 +80,9 @@ class ClientCore:
         self.down.discard(server)
 
 
+_NONE = object()        # no such request (a deadline may be None)
+
+
 class ChannelError(Exception):
     """The connection's byte stream broke the protocol."""
 
@@ -92,7 +95,7 @@ class Channel:
         self.window = max(1, window)
         self.timeout = timeout
         self.decoder = codec.Decoder(max_frame)
-        self.outstanding = OrderedDict()    # req -> (request, deadline)
+        self.outstanding = OrderedDict()    # req -> reply deadline (None: no timeout)
         self._next_req = 1
 
     def can_send(self):
@@ -100,17 +103,20 @@ class Channel:
         return len(self.outstanding) < self.window
 
     def send(self, kind, now, *fields):
-        """Build request kind(req, *fields); return (req, frame bytes)."""
+        """Build request kind(req, *fields); return (req, frame bytes). A SEARCH (one per
+        search of every client) is encoded from its fields (`codec.encode_search`), without
+        a `codec.Search` object: the channel keeps only each request's deadline."""
         req = self._next_req
         self._next_req = (req + 1) & 0xFFFFFFFF or 1
-        msg = kind(req, *fields)
-        data = codec.encode(msg)
-        deadline = now + self.timeout if self.timeout else None
-        self.outstanding[req] = (msg, deadline)
+        if kind is codec.Search:
+            data = codec.encode_search(req, *fields)
+        else:
+            data = codec.encode(kind(req, *fields))
+        self.outstanding[req] = now + self.timeout if self.timeout else None
         return req, data
 
     def receive(self, data, now):
-        """Feed reply bytes; return list of (req, request, reply); raise ChannelError."""
+        """Feed reply bytes; return list of (req, reply); raise ChannelError."""
         out = []
         for item in self.decoder.feed(data):
             if isinstance(item, codec.ProtocolError):
@@ -121,20 +127,19 @@ class Channel:
                 raise ChannelError('unexpected file data from %s' % self.server)
             else:
                 reply = item
-            entry = self.outstanding.pop(reply.req, None)
-            if entry is None:
+            if self.outstanding.pop(reply.req, _NONE) is _NONE:
                 if reply.req == 0 and isinstance(reply, codec.Error):
                     raise ChannelError('server %s: %s' % (self.server, reply.text))
                 raise ChannelError('reply to unknown request %d from %s'
                                    % (reply.req, self.server))
-            out.append((reply.req, entry[0], reply))
+            out.append((reply.req, reply))
         return out
 
     def next_deadline(self):
         """Return the earliest reply deadline, or None."""
         if not self.outstanding:        # most of a client's connections, after every reply
             return None
-        for _, deadline in self.outstanding.values():
+        for deadline in self.outstanding.values():
             return deadline       # requests are sent in order with the same timeout
         return None
 
@@ -144,8 +149,8 @@ class Channel:
         return deadline is not None and now >= deadline
 
     def fail(self):
-        """Connection lost: return and forget every outstanding (req, request)."""
-        lost = [(req, msg) for req, (msg, _) in self.outstanding.items()]
+        """Connection lost: return and forget the ids of the outstanding requests."""
+        lost = list(self.outstanding)
         self.outstanding.clear()
         return lost
 

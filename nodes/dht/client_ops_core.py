@@ -21,6 +21,7 @@ sent (`ops`, at most the window, only while that connection is open); a peer con
 is busy with one download or idle for the next one to the same holder.
 """
 
+import sys
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -32,30 +33,38 @@ from .server_core import valid_name
 from .download_core import Download, DownloadError
 
 
-@dataclass(frozen=True)
+# The actions and events are plain dataclasses, not frozen ones: the core makes a Send per
+# request and an OpDone per operation, and under CPython a frozen dataclass's __init__
+# (object.__setattr__ for each field) costs twice a plain one's. Nothing hashes them or
+# changes them once made (a driver may add to an OpDone's record dict, as before). Slotted
+# where dataclasses can be (3.10 on; Debian's pypy3 is a 3.9).
+_PLAIN = {'slots': True} if sys.version_info >= (3, 10) else {}
+
+
+@dataclass(**_PLAIN)
 class Connect:
     conn: tuple
     addr: str           # 'IP:PORT' (index servers: their address from --servers)
 
 
-@dataclass(frozen=True)
+@dataclass(**_PLAIN)
 class Send:
     conn: tuple
     data: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(**_PLAIN)
 class Close:
     conn: tuple
 
 
-@dataclass(frozen=True)
+@dataclass(**_PLAIN)
 class OpDone:
     op_id: int
     record: dict = field(compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(**_PLAIN)
 class FileData:
     op_id: int
     name: str
@@ -63,24 +72,22 @@ class FileData:
     data: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(**_PLAIN)
 class Notice:
     text: str
 
 
 class _Op:
-    """One operation in flight; `kind` is search, download or the write op name."""
+    """One operation in flight; `kind` is search, download or the write op name. A search or
+    download gets its candidates and failures when it starts, a write its waiting servers,
+    errors and extra record fields: none is built for an operation that has no use for it."""
+
+    __slots__ = ('id', 'kind', 'name', 't0', 'server', 'download', 'peer', 'waiting',
+                 'candidates', 'failures', 'errors', 'extra')
 
     def __init__(self, op_id, kind, name, now):
         self.id, self.kind, self.name, self.t0 = op_id, kind, name, now
-        self.waiting = set()            # servers whose reply is awaited
-        self.errors = []
-        self.candidates = []
-        self.failures = []
-        self.server = None
-        self.download = None
-        self.peer = None
-        self.extra = {}
+        self.server = self.download = self.peer = None
 
 
 class ClientOps:
@@ -93,6 +100,7 @@ class ClientOps:
         self.limit = max(1, limit)
         self.todo = deque()                     # operations not started yet
         self.active = {}                        # op id -> _Op
+        self._timed = {}                        # ServerLink -> None: those with a deadline
         self.peers = {}                         # conn -> dict(state, addr, op, deadline)
         self.idle = {}                          # holder addr -> [conn]
         self.records = []
@@ -137,11 +145,12 @@ class ClientOps:
             except ChannelError as exc:
                 self._server_failed(srv, str(exc), now)
                 return
-            for req, _, reply in replies:
+            for req, reply in replies:
                 op = srv.ops.pop(req, None)
                 if op is not None:
                     self._reply(op, conn[1], reply, now)
             self._pump(srv, now)
+            self._untimed(srv)
         else:
             self._peer_data(conn, data, now)
         self._start(now)
@@ -153,6 +162,7 @@ class ClientOps:
             if srv.state == 'connecting':
                 srv.state, srv.deadline = 'open', None
                 self._pump(srv, now)
+                self._untimed(srv)
         else:
             p = self.peers.get(conn)
             if p is not None and p['state'] == 'connecting':
@@ -172,19 +182,17 @@ class ClientOps:
     def get_timer(self):
         """The earliest deadline at which handle_timer must be called, or None.
 
-        A closed server connection has no deadline (closing clears both), so only the
-        others are asked: a client of 1,000 servers talks to a few. Asked after every
-        reply, so it builds no lists."""
+        Only the index-server links in `_timed` can have a deadline (the connect deadline, or
+        a reply's while requests are out), so a client of 8 or 1,000 servers asks the one or
+        two it is waiting for, not every link. Asked after every reply: it builds no lists."""
         best = None
-        for s in self.servers.values():
-            if s.state != 'closed':
-                t = s.deadline
-                if t is not None and (best is None or t < best):
-                    best = t
-                if s.channel.outstanding:       # else no reply deadline (not asked)
-                    t = s.channel.next_deadline()
-                    if t is not None and (best is None or t < best):
-                        best = t
+        for s in self._timed:
+            t = s.deadline
+            if t is not None and (best is None or t < best):
+                best = t
+            t = s.channel.next_deadline()
+            if t is not None and (best is None or t < best):
+                best = t
         for p in self.peers.values():
             t = p['deadline']
             if t is not None and (best is None or t < best):
@@ -227,13 +235,12 @@ class ClientOps:
                 if bad:                  # never write outside the downloads folder
                     self._end(op, False, now, error=bad)
                     continue
-                op.candidates = self.routing.candidates(op.name)
+                op.candidates, op.failures = self.routing.candidates(op.name), []
                 self._search_next(op, now)
             else:
                 _, kind, names, servers, addr, batched = spec
                 op.extra = {'files': len(names)} if batched else {}
-                op.server = servers[0]
-                op.waiting = set(servers)
+                op.server, op.waiting, op.errors = servers[0], set(servers), []
                 for s in servers:
                     self._request(s, op, kind, addr, tuple(names), now=now)
 
@@ -293,7 +300,13 @@ class ClientOps:
     def _open(self, srv, now):
         if srv.state == 'closed':
             srv.state, srv.deadline = 'connecting', now + self.timeout
+            self._timed[srv] = None
             self._out.append(Connect(srv.conn, srv.addr))
+
+    def _untimed(self, srv):
+        """Take srv out of `_timed` once it has no deadline (nothing out, not connecting)."""
+        if srv.deadline is None and not srv.channel.outstanding:
+            self._timed.pop(srv, None)
 
     def _request(self, server, op, kind, *fields, now):
         srv = self.servers[server]
@@ -307,6 +320,7 @@ class ClientOps:
             op, kind, fields = srv.queue.popleft()
             req, data = srv.channel.send(kind, now, *fields)
             srv.ops[req] = op
+            self._timed[srv] = None
             self.messages_sent += 1
             self._out.append(Send(srv.conn, data))
 
@@ -321,6 +335,7 @@ class ClientOps:
             self.routing.mark_down(srv.conn[1])     # an idle close is no failure
         srv.state, srv.deadline = 'closed', None
         srv.channel.fail()
+        self._timed.pop(srv, None)
         lost = list(srv.ops.values()) + [op for op, _, _ in srv.queue]
         srv.ops.clear()
         srv.queue.clear()

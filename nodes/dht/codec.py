@@ -193,6 +193,13 @@ def encode(msg, version=PROTOCOL_VERSION):
     return _HEAD.pack(_HEAD_AFTER_LEN + len(body), version, msg.TYPE, msg.req) + body
 
 
+def encode_search(req, name, version=PROTOCOL_VERSION):
+    """encode(Search(req, name)) without the message object: a client sends one per search,
+    and building a frozen dataclass costs more than encoding it."""
+    body = _str(name)
+    return _HEAD.pack(_HEAD_AFTER_LEN + len(body), version, 0x03, req) + body
+
+
 def frame_size(msg):
     """Return the encoded size of a message in bytes."""
     return len(encode(msg))
@@ -245,19 +252,31 @@ class _Reader:
             raise DecodeError('%d trailing bytes' % (len(self.buf) - self.pos))
 
 
+def str_to_end(buf, start, end):
+    """The str field that fills buf[start:end] exactly (its length field says so, no byte
+    left over, UTF-8), else None. The name of a SEARCH and of a NOTFOUND, read here for
+    `_direct` and for the index server's `search_frames.read`."""
+    if end - start < 2 or start + 2 + _U16.unpack_from(buf, start)[0] != end:
+        return None
+    try:
+        return buf[start + 2:end].decode('utf-8')
+    except UnicodeDecodeError:
+        return None
+
+
 def _direct(mtype, req, body):
     """SEARCH, NOTFOUND and FOUND (a search and its answers: most frames the simulator
     decodes) read straight from a well-formed body, or None: then `_Reader` reads it and
     says what is wrong. Accepts exactly what the reader accepts (every field whole, the
     body used up) and builds the same message, without a reader and four calls per
     field."""
+    if mtype != 0x82:
+        name = str_to_end(body, 0, len(body))
+        return None if name is None else (Search if mtype == 0x03 else NotFound)(req, name)
     try:
         n = _U16.unpack_from(body)[0]
         pos = 2 + n
         name = body[2:pos].decode('utf-8')
-        if mtype != 0x82:
-            return (Search if mtype == 0x03 else NotFound)(req, name) \
-                if pos == len(body) else None
         count = _U32.unpack_from(body, pos)[0]
         pos += 4
         holders = []
@@ -270,17 +289,9 @@ def _direct(mtype, req, body):
     return Found(req, name, tuple(holders)) if pos == len(body) else None
 
 
-def _parse(mtype, req, body):
-    """Decode a body of the given type into a message."""
-    if mtype == 0x03 or mtype == 0x82 or mtype == 0x83:
-        msg = _direct(mtype, req, body)
-        if msg is not None:
-            return msg
-    return _read(mtype, req, body)
-
-
 def _read(mtype, req, body):
-    """_parse() through a `_Reader`: every type, and what is wrong with a body."""
+    """Decode a body of the given type into a message through a `_Reader`: every type, and
+    what is wrong with a body."""
     r = _Reader(body)
     if mtype == 0x01 or mtype == 0x02:
         msg = (Register if mtype == 0x01 else Unregister)(req, r.str(), r.strlist())
@@ -308,7 +319,12 @@ def _read(mtype, req, body):
 
 
 class Decoder:
-    """Incremental decoder: feed bytes, get messages, Chunks and ProtocolErrors."""
+    """Incremental decoder: feed bytes, get messages, Chunks and ProtocolErrors.
+
+    A FOUND or NOTFOUND arriving alone (a client's answer when it has one search out) is
+    read without the frame loop (`_lone_answer`; `lone_answers` False: the loop reads it)."""
+
+    lone_answers = True
 
     def __init__(self, max_frame=MAX_FRAME):
         self.max_frame = max_frame
@@ -327,6 +343,10 @@ class Decoder:
 
     def feed(self, data):
         """Consume bytes and return the list of decoded items."""
+        if self.lone_answers and not self._buf and not self._raw_left and not self.broken:
+            msg = self._lone_answer(data)
+            if msg is not None:
+                return [msg]
         out = []
         if self.broken:
             return out
@@ -347,6 +367,18 @@ class Decoder:
             if pos is not None and pos < len(data):
                 self._buf += data[pos:]
         return out
+
+    def _lone_answer(self, data):
+        """The message of data when it is exactly one well-formed FOUND or NOTFOUND frame that
+        _drain would read (the length within max_frame, this protocol version), else None.
+        Nothing is held before or after it, so the decoder's state is what _drain leaves."""
+        if len(data) < 12:
+            return None
+        length, version, mtype, req = _HEAD.unpack_from(data)
+        if length + 4 != len(data) or length > self.max_frame or version != PROTOCOL_VERSION \
+                or not (mtype == 0x82 or mtype == 0x83):
+            return None
+        return _direct(mtype, req, bytes(data[4 + _HEAD_AFTER_LEN:]))
 
     def _drain(self, buf, out):
         """Decode whatever complete items buf holds; return how many bytes of it were
@@ -389,7 +421,11 @@ class Decoder:
             return ProtocolError(req, ERR_VERSION, 'unsupported protocol version %d (speak %d)'
                                  % (version, PROTOCOL_VERSION), False)
         try:
-            msg = _parse(mtype, req, body)
+            msg = None
+            if mtype == 0x03 or mtype == 0x82 or mtype == 0x83:
+                msg = _direct(mtype, req, body)
+            if msg is None:
+                msg = _read(mtype, req, body)
         except (DecodeError, struct.error) as exc:
             return ProtocolError(req, ERR_MALFORMED, 'malformed type 0x%02x frame: %s'
                                  % (mtype, exc), False)

@@ -4,8 +4,9 @@ Why: searches are most of what an index server answers (every search of the simu
 scale runs), and the general path decodes each frame into a `codec.Search`, looks the name
 up, builds a `codec.Found` and encodes it: the name is decoded and encoded again and the
 holders are encoded afresh for every answer. Here a well-formed SEARCH frame's name field
-(u16 length + UTF-8, read as `codec`'s reader reads it) is echoed as it came into the
-FOUND or NOTFOUND reply, and a holders tuple's strlist is encoded once (`Answers`).
+(u16 length + UTF-8, read by `codec.str_to_end` as the decoder reads it) is echoed as it
+came into the FOUND or NOTFOUND reply, and a holders tuple's strlist is encoded once
+(`Answers`).
 
 The same bytes and counters as `ServerCore.handle` and `codec.encode`: UTF-8 decodes and
 encodes back to the same bytes, so the echoed field is the one encode would write.
@@ -15,7 +16,7 @@ A frame that is not a well-formed SEARCH goes the general way, which says what i
 """
 
 from . import codec
-from .codec import _HEAD, _U16      # the frame header (length, version, type, req), u16
+from .codec import _HEAD             # the frame header (length, version, type, req)
 _FOUND, _NOTFOUND = codec.Found.TYPE, codec.NotFound.TYPE
 MAX_TAILS = 4096                    # holders tuples remembered (their encoded strlist)
 
@@ -23,15 +24,11 @@ MAX_TAILS = 4096                    # holders tuples remembered (their encoded s
 def read(buf, pos, length):
     """(req, name, name field) of the whole frame at buf[pos:] (its length field says
     length) when it is a well-formed SEARCH of this protocol version, else None."""
-    if buf[pos + 5] != codec.Search.TYPE or buf[pos + 4] != codec.PROTOCOL_VERSION \
-            or length < 8:
+    if buf[pos + 5] != codec.Search.TYPE or buf[pos + 4] != codec.PROTOCOL_VERSION:
         return None
     start, end = pos + 10, pos + 4 + length
-    if start + 2 + _U16.unpack_from(buf, start)[0] != end:     # short or trailing bytes
-        return None
-    try:
-        name = buf[start + 2:end].decode('utf-8')
-    except UnicodeDecodeError:
+    name = codec.str_to_end(buf, start, end)
+    if name is None:
         return None
     return _HEAD.unpack_from(buf, pos)[3], name, bytes(buf[start:end])
 
