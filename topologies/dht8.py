@@ -143,16 +143,14 @@ class Dht8(Experiment):
     analysis_module = 'analysis.dht8'
     backends = ('emu', 'sim')   # sim: the same cores in virtual time (repronet.sim)
     sim_interpreters = ('python3', 'pypy3')     # its simulation needs no numpy
-    # auto: pypy3 for points estimated at 25 s or more (--scale default's: 29 s; --parts I,III
-    # 13.4, II 9.5, smoke 0.7, seed 270), else python3. Whole runs at 9f28b6b (2026-11-27
-    # 18:04-18:47 UTC, load 6.5-12, alternating, wall s; docs/simulation.md, "PyPy's download
-    # phase"): --scale smoke pypy3 9.8-13.3 against python3 7.6-10.1, slower 5 of 5; --parts
-    # I,III 91.7, 86.9, 102.4 against 130.5, 109.2, 89.2, faster 2 of 3 (user time 32.0
-    # against 34.1 s); --scale default 146.0, 148.5, 158.8, 160.7 against 172.7, 180.6, 165.6,
-    # 175.3, faster 4 of 4 (user time 51.9 and 51.6 against 59.1 and 62.6 s). Earlier
-    # (12:49-13:04, load 1.3-3.3, one pair) --scale default took 103.9 s under pypy3 against
-    # 94.5; the seed scale was not measured
-    pypy_pays_from_s = 25.0
+    # auto: python3. Whole runs at --scale default, alternating, same bytes (wall s): on a
+    # quiet machine (76c0283, 2026-11-27 19:19-19:27 UTC, load 1.0-1.1) python3 102.6 and
+    # 119.5 against pypy3 109.8 and 120.1 (pypy3's user time 7-8 % lower, its system time
+    # 14-24 % higher, peak memory 2.0 GB against 0.67); at load 6.5-12 (9f28b6b, 18:34-18:47)
+    # pypy3 was 4-18 % faster, 4 of 4; stop 37's quieter pair 10 % slower. Not faster where
+    # it is measured alone, three times the memory: docs/simulation.md, "PyPy's download
+    # phase"; smoke and --parts I,III were slower or mixed
+    pypy_pays_from_s = None
     # the delay daemons as one worker per CPU: the seed-scale lateness of Part II's small
     # files 10.3 and 8.7 us against 16.53 and 15.62 with one queue (docs/link-emulation.md,
     # "Step 12"); --link-queues one turns it off

@@ -23,8 +23,9 @@ time at 75f7797). Longer runs gain a little: its search phases run faster
 (benchmarks/sim_scale.py, docs/simulation.md, "Under PyPy"), while its download phases are
 short runs of code the JIT has not seen, half of whose time is creating the downloaded files,
 which costs the same under both ("PyPy's download phase"); dht8 ``--scale default`` took
-4-18 % less wall time under pypy3 in four pairs at load 7-12 (at load 1.3-3.3, one pair, 10 %
-more), so dht8 takes pypy3 from points estimated at 25 s.
+4-18 % less wall time under pypy3 in four pairs at load 7-12, but 7 % and 0.5 % more in two
+quiet pairs (load 1.0-1.1; at load 1.3-3.3, one pair, 10 % more), with three times the
+memory, so dht8 stays on python3.
 ``auto`` is pypy3 when it is installed, the experiment lists it in ``sim_interpreters``
 (its simulation imports nothing PyPy lacks, e.g. numpy) and the run is long enough for the
 JIT to pay: the points' own estimate (what ``--dry-run`` prints, ``repronet.run.run_time``)
