@@ -209,9 +209,11 @@ def test_download_heartbeat_counts_partial_files(tmp_path):
 def test_downloads_go_to_memory_when_they_fit_and_to_workdir_otherwise(tmp_path, monkeypatch):
     # Creating a file on this machine's ext4 holds the CPU ~1 ms (the link daemons wait);
     # --downloads-in auto puts a point's downloads on the tmpfs when they fit a quarter of
-    # the memory available, memory insists, workdir never; a simulated run keeps workdir.
+    # the memory available, memory insists, workdir never; a simulated run has a memory
+    # folder of its own, named after its --workdir (simulated runs hold no machine lock).
     memory = tmp_path / 'shm' / 'repronet-dht8'
-    monkeypatch.setattr(scratch, 'memory_workdir', lambda name, uid=None: str(memory))
+    monkeypatch.setattr(scratch, 'memory_workdir',
+                        lambda name, uid=None: str(tmp_path / 'shm' / ('repronet-' + name)))
     monkeypatch.setattr(dht8_plan, '_available', lambda: 4000)
     monkeypatch.setattr(dht8_plan, '_free', lambda path: 10 ** 6)
     work = tmp_path / 'work'
@@ -221,7 +223,16 @@ def test_downloads_go_to_memory_when_they_fit_and_to_workdir_otherwise(tmp_path,
     assert dht8_plan.downloads_folder(auto, 1001) == on_disk
     assert dht8_plan.downloads_folder(_params(workdir=str(work), downloads_in='workdir'),
                                       10) == on_disk
-    assert dht8_plan.downloads_folder(_params(workdir=str(work), downloads_in='memory',
+    sim = _params(workdir=str(work), downloads_in='memory', backend='sim')
+    in_sim_memory = dht8_plan.downloads_folder(sim, 10)
+    assert in_sim_memory.startswith(str(tmp_path / 'shm' / 'repronet-dht8-sim-'))
+    assert in_sim_memory == dht8_plan.memory_downloads(_params(
+        workdir=str(work) + '/.', backend='sim'))               # the same folder, resolved
+    assert in_sim_memory != dht8_plan.memory_downloads(_params(
+        workdir=str(tmp_path / 'other'), backend='sim'))        # another run's its own
+    assert dht8_plan.downloads_folder(_params(workdir=str(work), downloads_in='auto',
+                                              backend='sim'), 1000) == in_sim_memory
+    assert dht8_plan.downloads_folder(_params(workdir=str(work), downloads_in='workdir',
                                               backend='sim'), 10) == on_disk
     asked = _params(workdir=str(work), downloads_in='memory')
     assert dht8_plan.downloads_folder(asked, 1000) == in_memory

@@ -256,9 +256,17 @@ class Dht8(Experiment):
         ctx.results.update(hosts={h: ctx.host(h).IP()
                                    for h in self.topology(ctx.params).hosts()})
         self.sets = {}
-        memory = dht8_plan.memory_downloads()
-        if memory and ctx.runs_programs():      # what a killed run left in memory
+        memory = dht8_plan.memory_downloads(ctx.params)
+        if memory:      # what a killed run left in memory (this run's own folder)
             shutil.rmtree(memory, ignore_errors=True)
+
+    def finish(self, ctx):
+        """A simulated run removes its memory folder (named after its --workdir, so a
+        --workdir used once would leave it behind); an emulated run's is dht8's one folder,
+        emptied by the next run's setup."""
+        memory = dht8_plan.memory_downloads(ctx.params)
+        if memory and not ctx.runs_programs():
+            shutil.rmtree(os.path.dirname(memory), ignore_errors=True)
 
     def run_point(self, ctx, point):
         """Run one point (workloads.dht8_points); note failed operations."""

@@ -9,6 +9,7 @@ reused and need nothing new) and the largest point's downloads where ``--downloa
 puts them (:func:`downloads_folder`).
 """
 
+import hashlib
 import os
 import pathlib
 
@@ -88,18 +89,17 @@ def downloads_folder(params, nbytes):
     new file there costs no disk, where on a disk's file system its creation holds the CPU
     the link daemons need (``workloads.scratch``); ``workdir`` is ``--workdir/downloads``;
     ``auto`` (the default) is memory for a point whose downloads fit in
-    ``DOWNLOADS_MEMORY_SHARE`` of the memory available, else workdir. A simulated run keeps
-    workdir whatever the flag: the memory folder is one per experiment and user, which a
-    simulated run (no machine lock) could share with another running at the same time.
-    That costs it: at --scale default with its --workdir on /dev/shm a simulated run took
-    56 s (14 s system time) against 106 s (53 s) on this machine's ext4, the same tables
-    but for the file system named per point (docs/simulation.md, "PyPy's download
-    phase"). Raises UsageError when memory is asked for and cannot hold them."""
+    ``DOWNLOADS_MEMORY_SHARE`` of the memory available, else workdir. A simulated run has
+    a memory folder of its own (``memory_downloads``): simulated runs hold no machine lock,
+    so two may run at once; creating files costs them too (at --scale default, with its
+    downloads on ext4 a simulated run took 106 s, 53 of them system time, against 57.5 s
+    in its memory folder: docs/simulation.md, "PyPy's download phase"). Raises UsageError when memory
+    is asked for and cannot hold them."""
     mode = getattr(params, 'downloads_in', 'workdir')
     disk = os.path.join(params.workdir, 'downloads')
-    if mode == 'workdir' or getattr(params, 'backend', 'emu') == 'sim':
+    if mode == 'workdir':
         return disk
-    memory, room = memory_downloads(), DOWNLOADS_MEMORY_SHARE * _available()
+    memory, room = memory_downloads(params), DOWNLOADS_MEMORY_SHARE * _available()
     if memory is not None:      # a tmpfs may be smaller than memory (a container's 64 MB)
         room = min(room, _free(scratch.MEMORY_BASE))
     if memory is not None and nbytes <= room:
@@ -118,10 +118,17 @@ def downloads_folder(params, nbytes):
                          100 * DOWNLOADS_MEMORY_SHARE))
 
 
-def memory_downloads():
+def memory_downloads(params=None):
     """The downloads folder in memory (under scratch.memory_workdir), or None without a
-    tmpfs at /dev/shm."""
-    base = scratch.memory_workdir('dht8')
+    tmpfs at /dev/shm. An emulated run's is dht8's one folder (the machine lock makes it the
+    run's own); a simulated run's is named after its --workdir, whose lock the run holds
+    from before it starts, so a simulated run beside another (or beside an emulated one)
+    never shares it."""
+    name = 'dht8'
+    if params is not None and getattr(params, 'backend', 'emu') == 'sim':
+        key = os.path.realpath(params.workdir).encode('utf-8', 'surrogateescape')
+        name = 'dht8-sim-%s' % hashlib.sha256(key).hexdigest()[:12]
+    base = scratch.memory_workdir(name)
     return None if base is None else os.path.join(base, 'downloads')
 
 
@@ -166,7 +173,7 @@ def _check_disk(params, values, folder):
     """Refuse a run whose new file sets and downloads do not fit the --workdir disk (the
     downloads count there unless memory takes them: downloads_folder)."""
     need = sum(size for path, size, spec in _needs(params, values)
-               if (spec is None and not _in_memory(path)) or
+               if (spec is None and not _in_memory(path, params)) or
                (spec is not None and not dht_files.is_generated(spec, params.workdir)))
     free = _free(folder)
     if need > free:
@@ -175,9 +182,9 @@ def _check_disk(params, values, folder):
                                                   free / 1e9))
 
 
-def _in_memory(path):
+def _in_memory(path, params=None):
     """True when path is the memory folder (downloads_folder's memory choice)."""
-    return str(path) == memory_downloads()
+    return str(path) == memory_downloads(params)
 
 
 def disk_needs(params, values):
