@@ -35,7 +35,7 @@ COMMANDS = (
     ('list', '', 'the experiments, one line each, and what --scale smoke sets'),
     ('caps', '[--json]', "this machine's capability report (netem, OVS, NFQUEUE, ...)"),
     ('clean', '[--machines A,B]', 'remove what a crashed run left (namespaces, interfaces, bridges, '
-     'processes)'),
+     'processes, a simulated run\'s memory folder)'),
     ('analyse', 'RUN_DIR...', 'rebuild tables, figures and report.md of results folders'),
     ('compare', 'RUN_A RUN_B', 'two runs of one experiment side by side, with each '
      "figure's spread"),

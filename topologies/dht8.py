@@ -55,6 +55,7 @@ if __package__ in (None, ''):       # run as a script: make the repo importable
 
 from mininet.topo import Topo  # noqa: E402
 
+from repronet.run import memory_folders  # noqa: E402
 from repronet.run.options import UsageError  # noqa: E402
 from repronet.run.sweep import derive_seed  # noqa: E402
 from repronet.run.runner import Experiment  # noqa: E402
@@ -259,11 +260,13 @@ class Dht8(Experiment):
         memory = dht8_plan.memory_downloads(ctx.params)
         if memory:      # what a killed run left in memory (this run's own folder)
             shutil.rmtree(memory, ignore_errors=True)
+            if not ctx.runs_programs():     # so `repronet clean` knows whose it is
+                memory_folders.mark(os.path.dirname(memory), ctx.params.workdir)
 
     def finish(self, ctx):
         """A simulated run removes its memory folder (named after its --workdir, so a
-        --workdir used once would leave it behind); an emulated run's is dht8's one folder,
-        emptied by the next run's setup."""
+        --workdir used once would leave it behind; a killed one's goes with `repronet clean`);
+        an emulated run's is dht8's one folder, emptied by the next run's setup."""
         memory = dht8_plan.memory_downloads(ctx.params)
         if memory and not ctx.runs_programs():
             shutil.rmtree(os.path.dirname(memory), ignore_errors=True)

@@ -50,7 +50,7 @@ import signal
 import subprocess
 import sys
 
-from repronet.run import namespaces
+from repronet.run import memory_folders, namespaces
 from repronet.run.pids import cmdlines, same_process, signal_group, start_time  # noqa: F401 (start_time: for callers)
 
 LOCK_PATH = '/run/repronet.lock'
@@ -344,6 +344,7 @@ def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
         done += state.clear()
     if not live:
         done += _stale_cgroups()
+    done += memory_folders.remove_stale()      # a simulated run's, by its --workdir lock
     for name in _links():
         if MININET_INTF.match(name):
             subprocess.run(['ip', 'link', 'del', name], capture_output=True)
