@@ -18,6 +18,7 @@ from analysis.dht8_seed import SEED_PART2, SEED_SOURCE, SIZE_LABELS
 from analysis.dht8_tables import seed_figures
 from analysis.stats import run_cpu_line, verdicts_line
 from repronet.emu.linkcpus import ranges
+from repronet.emu.linkemu_holds import weighted_mean
 
 
 def _pct(fraction):
@@ -107,8 +108,9 @@ def _lateness(late, params):
     known = late.dropna(subset=['late_us_mean'])
     weight = known['released' if 'released' in known else 'accepted'].fillna(0)   # the
     # mean's own count (held packets let go); tables written before it was kept: accepted
-    mean = ((known['late_us_mean'] * weight).sum() / weight.sum() if weight.sum()
-            else known['late_us_mean'].mean())
+    mean = weighted_mean(zip(weight, known['late_us_mean']))    # the daemons' rule
+    if mean is None:
+        mean = known['late_us_mean'].mean()
     return ('delay daemons released packets late by %.1f µs on average, %.1f µs at most '
             '(%d daemons, the whole run), against links of %s one way (`tables/'
             'linkdelay.csv`)' % (mean, late['late_us_max'].max(), len(known),
