@@ -33,7 +33,7 @@ TRAINS = st.lists(st.tuples(
 
 
 def _state(port):
-    return (list(port.backlog), port.queued, port.busy_until, port.sent, port.dropped,
+    return (port.queue(), port.queued, port.busy_until, port.sent, port.dropped,
             port.overflow, port.bytes)
 
 
@@ -69,7 +69,7 @@ def test_the_short_path_is_taken_on_an_idle_port_and_not_on_a_busy_one():
     port.general = 0
     assert port.enqueue(0.0, 0.0, 1000, 2, None) == (0.0005 + 0.001, 0.001 + 0.001, 2, 1000)
     assert port.enqueue(0.002, 0.002, 1000, 1, None) == (0.003 + 0.001, 0.003 + 0.001, 1, 1000)
-    assert list(port.backlog) == [(0.003, 1)] and port.queued == 1 and port.general == 0
+    assert port.queue() == [(0.003, 1)] and port.queued == 1 and port.general == 0
     assert port.enqueue(0.0025, 0.0025, 1000, 1, None) == (0.004 + 0.001, 0.004 + 0.001, 1, 1000)
-    assert list(port.backlog) == [(0.003, 1), (0.004, 1)] and port.queued == 2
+    assert port.queue() == [(0.003, 1), (0.004, 1)] and port.queued == 2
     assert port.sent == 4 and port.bytes == 3000 and port.general == 1

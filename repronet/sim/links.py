@@ -36,7 +36,7 @@ DEFAULT_QUEUE = 1000        # packets: an interface's default txqueuelen
 class Port:
     """One direction of one link: queue, serialisation, propagation, loss."""
 
-    __slots__ = ('src', 'dst', 'rate', 'delay', 'jitter', 'loss', 'limit', 'up',
+    __slots__ = ('src', 'dst', 'rate', 'delay', 'jitter', 'loss', 'limit', '_up', 'fits',
                  'busy_until', 'backlog', 'queued', 'sent', 'dropped', 'overflow', 'bytes',
                  'params')
 
@@ -47,11 +47,22 @@ class Port:
         self.jitter = params.jitter_ms / 1000.0
         self.loss = params.loss / 100.0
         self.limit = params.max_queue_size or DEFAULT_QUEUE
-        self.up = True
+        self.up = True                          # and fits
         self.busy_until = 0.0
-        self.backlog = collections.deque()      # (time its last byte leaves, packets)
+        self.backlog = collections.deque()      # (time its last byte leaves, packets); queue()
         self.queued = 0                         # packets waiting or being serialised
         self.sent = self.dropped = self.overflow = self.bytes = 0
+
+    @property
+    def up(self):
+        """False while the link is down: everything offered is dropped."""
+        return self._up
+
+    @up.setter
+    def up(self, up):
+        self._up = up
+        plain = up and self.rate is not None and not self.loss and not self.jitter
+        self.fits = self.limit if plain else -1     # enqueue's short path: see there
 
     def enqueue(self, first, last, nbytes, packets, rng):
         """Offer a train whose first packet arrives at time first and last at last; return
@@ -67,19 +78,18 @@ class Port:
         backlog empties, as _enqueue would pop it entry by entry) and a train its queue
         holds. It skips the backlog walk, the loss and jitter draws and two max() calls,
         which were a port's cost in a DHT search, where 99 % of trains find their port
-        idle. Same state and answer as _enqueue's (tests/test_sim_links_idle.py)."""
-        rate = self.rate
-        if self.busy_until > first or rate is None or self.loss or self.jitter \
-                or not self.up or packets > self.limit:
+        idle. Whether the port is such is read once, ``fits``: the most packets a train
+        may have to take the short path (its queue's limit), or -1 when no train may
+        (the port is down, unshaped, lossy or jittered; set with ``up``). Same state and
+        answer as _enqueue's (tests/test_sim_links_idle.py)."""
+        if packets > self.fits or self.busy_until > first:
             return self._enqueue(first, last, nbytes, packets, rng)
+        rate = self.rate
         one = nbytes / packets / rate
         finish = first + nbytes / rate
         if finish < last + one:         # max(first + nbytes / rate, last + one)
             finish = last + one
-        backlog = self.backlog
-        if backlog:
-            backlog.clear()
-        backlog.append((finish, packets))
+        self.backlog = None             # this train alone, (busy_until, queued): see queue()
         self.busy_until, self.queued = finish, packets
         self.sent += packets
         self.bytes += nbytes
@@ -88,10 +98,12 @@ class Port:
 
     def _enqueue(self, first, last, nbytes, packets, rng):
         """enqueue() in general: a busy, lossy, jittered, unshaped or down port."""
-        if not self.up:
+        if not self._up:
             self.dropped += packets
             return None
         backlog = self.backlog
+        if backlog is None:
+            backlog = self.backlog = collections.deque(self.queue())
         while backlog and backlog[0][0] <= first:
             self.queued -= backlog.popleft()[1]
         if self.queued + packets > self.limit:
@@ -120,6 +132,15 @@ class Port:
         if self.jitter:
             delay = max(0.0, delay + rng.uniform(-self.jitter, self.jitter))
         return start + delay, finish + delay, packets, nbytes
+
+    def queue(self):
+        """The trains queued or being sent, as [(time its last byte leaves, packets)] (some
+        may have left by now). The short path leaves backlog None for its train alone
+        (busy_until, queued), which all before it have left, rather than empty a deque
+        and fill it again for every train."""
+        if self.backlog is None:
+            return [(self.busy_until, self.queued)]
+        return list(self.backlog)
 
     def record(self):
         """The port's counters for the manifest and tables."""
