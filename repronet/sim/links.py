@@ -264,11 +264,13 @@ class Network:
                 self.engine.at(self.engine.now, train.lost, self.engine.now)
             return
         now = self.engine.now
-        self._hop(path, 0, now, now, nbytes, train.packets, train)
+        self.forward(path, 0, now, now, nbytes, train.packets, train)
 
-    def _hop(self, path, i, first, last, nbytes, packets, train):
+    def forward(self, path, i, first, last, nbytes, packets, train):
         """Enqueue the train at port i of its path; schedule the next hop or the end (posted:
-        nothing cancels them, ``Engine.post``)."""
+        nothing cancels them, ``Engine.post``). send_path(path, nbytes, train) is
+        forward(path, 0, now, now, nbytes, train.packets, train) for a path that is not
+        empty: what a connection's write calls, one call less (``Conn.send``)."""
         engine = self.engine
         times = path[i].enqueue(first, last, nbytes, packets, self.rng)
         if times is None:
@@ -277,7 +279,8 @@ class Network:
             return
         first, last, packets, nbytes = times
         if i + 1 < len(path):
-            engine.post(first, self._hop, (path, i + 1, first, last, nbytes, packets, train))
+            engine.post(first, self.forward, (path, i + 1, first, last, nbytes, packets,
+                                              train))
             return
         self.delivered += packets
         if self.on_delivery is not None:

@@ -98,8 +98,12 @@ class Conn:
         the window (after taking in the ACKs that arrived) is sent at once: what _pump
         would do with it, without queueing it, looping and checking for a wake-up it
         cannot need. That is every write of a DHT request and reply; the short path was
-        a tenth of a train's cost (tests/test_sim_streams_send.py compares it with the
-        queue-and-pump path on random writes)."""
+        a tenth of a train's cost. Once the connection knows its path, it also does what
+        _transmit does for a new train without _transmit's checks (an open connection
+        has its peer; a first sending has no losses and sends the whole train) and starts
+        it at the first port itself (``Network.forward``): two Python calls less per
+        write (tests/test_sim_streams_send.py compares it with the queue-and-pump path
+        on random writes)."""
         state = self.state
         if not data or state != 'open' and state != 'connecting':
             return
@@ -113,7 +117,14 @@ class Conn:
             if n <= self.train and n <= self.window - self.inflight:
                 self.inflight += n
                 seq, self.next_seq = self.next_seq, self.next_seq + 1
-                self._transmit(seq, data, 0)
+                path = self.path
+                if not path:                # not known yet (or no route): _transmit's
+                    self._transmit(seq, data, 0)
+                    return
+                packets = -(-n // self.mss)
+                self.bytes_sent += n
+                self.stack.net.forward(path, 0, now, now, n + packets * TCP_OVERHEAD,
+                                       packets, _Train(self, seq, data, 0, packets))
                 return
         self.out.append(data)
         self.queued += len(data)
