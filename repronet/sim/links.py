@@ -62,7 +62,7 @@ class Port:
     def up(self, up):
         self._up = up
         plain = up and self.rate is not None and not self.loss and not self.jitter
-        self.fits = self.limit if plain else -1     # enqueue's short path: see there
+        self.fits = self.limit if plain else -1     # Network.forward's short path
 
     def enqueue(self, first, last, nbytes, packets, rng):
         """Offer a train whose first packet arrives at time first and last at last; return
@@ -72,32 +72,7 @@ class Port:
         Packets are forwarded one by one (cut-through per train): the port starts sending
         when the first packet is here and cannot finish before the last one has arrived
         and been sent, so a 64 KiB train is not delayed by its own length at every hop.
-
-        The common case takes a short path here, the rest ``_enqueue``: a shaped port that
-        is up, without loss or jitter, idle (everything queued before has left: its
-        backlog empties, as _enqueue would pop it entry by entry) and a train its queue
-        holds. It skips the backlog walk, the loss and jitter draws and two max() calls,
-        which were a port's cost in a DHT search, where 99 % of trains find their port
-        idle. Whether the port is such is read once, ``fits``: the most packets a train
-        may have to take the short path (its queue's limit), or -1 when no train may
-        (the port is down, unshaped, lossy or jittered; set with ``up``). Same state and
-        answer as _enqueue's (tests/test_sim_links_idle.py)."""
-        if packets > self.fits or self.busy_until > first:
-            return self._enqueue(first, last, nbytes, packets, rng)
-        rate = self.rate
-        one = nbytes / packets / rate
-        finish = first + nbytes / rate
-        if finish < last + one:         # max(first + nbytes / rate, last + one)
-            finish = last + one
-        self.backlog = None             # this train alone, (busy_until, queued): see queue()
-        self.busy_until, self.queued = finish, packets
-        self.sent += packets
-        self.bytes += nbytes
-        delay = self.delay
-        return first + one + delay, finish + delay, packets, nbytes
-
-    def _enqueue(self, first, last, nbytes, packets, rng):
-        """enqueue() in general: a busy, lossy, jittered, unshaped or down port."""
+        ``Network.forward`` has a short path of its own for an idle port (``fits``)."""
         if not self._up:
             self.dropped += packets
             return None
@@ -135,9 +110,9 @@ class Port:
 
     def queue(self):
         """The trains queued or being sent, as [(time its last byte leaves, packets)] (some
-        may have left by now). The short path leaves backlog None for its train alone
-        (busy_until, queued), which all before it have left, rather than empty a deque
-        and fill it again for every train."""
+        may have left by now). Network.forward's short path leaves backlog None for its
+        train alone (busy_until, queued), which all before it have left, rather than
+        empty a deque and fill it again for every train."""
         if self.backlog is None:
             return [(self.busy_until, self.queued)]
         return list(self.backlog)
@@ -267,17 +242,41 @@ class Network:
         self.forward(path, 0, now, now, nbytes, train.packets, train)
 
     def forward(self, path, i, first, last, nbytes, packets, train):
-        """Enqueue the train at port i of its path; schedule the next hop or the end (posted:
-        nothing cancels them, ``Engine.post``). send_path(path, nbytes, train) is
-        forward(path, 0, now, now, nbytes, train.packets, train) for a path that is not
-        empty: what a connection's write calls, one call less (``Conn.send``)."""
-        engine = self.engine
-        times = path[i].enqueue(first, last, nbytes, packets, self.rng)
-        if times is None:
-            if train.lost is not None:
-                train.lost(engine.now)
-            return
-        first, last, packets, nbytes = times
+        """Enqueue the train at port i of its path (``Port.enqueue``); schedule the next hop
+        or the end (posted: nothing cancels them, ``Engine.post``). send_path(path, nbytes,
+        train) is forward(path, 0, now, now, nbytes, train.packets, train) for a path
+        that is not empty: what a connection's write calls, one call less (``Conn.send``).
+
+        The common case takes a short path here rather than enqueue: a shaped port that
+        is up, without loss or jitter, idle (everything queued before has left: its
+        backlog empties, as enqueue would pop it entry by entry) and a train its queue
+        holds. Whether the port is such is read once, ``Port.fits``: the most packets a
+        train may have to take it (the queue's limit), or -1 when none may (down,
+        unshaped, lossy or jittered). It skips the backlog walk, the loss and jitter
+        draws, two max() calls and enqueue's call and answer; the port keeps its one train
+        as backlog None (``Port.queue``). 99 % of a DHT search's trains find their port
+        idle, and the port was a third of the network's cost. Same state and answer as
+        enqueue's (tests/test_sim_links_idle.py)."""
+        engine, port = self.engine, path[i]
+        if packets > port.fits or port.busy_until > first:
+            times = port.enqueue(first, last, nbytes, packets, self.rng)
+            if times is None:
+                if train.lost is not None:
+                    train.lost(engine.now)
+                return
+            first, last, packets, nbytes = times
+        else:                           # idle: the short path
+            rate = port.rate
+            one = nbytes / packets / rate
+            finish = first + nbytes / rate
+            if finish < last + one:
+                finish = last + one
+            port.backlog = None
+            port.busy_until, port.queued = finish, packets
+            port.sent += packets
+            port.bytes += nbytes
+            delay = port.delay
+            first, last = first + one + delay, finish + delay
         if i + 1 < len(path):
             engine.post(first, self.forward, (path, i + 1, first, last, nbytes, packets,
                                               train))
