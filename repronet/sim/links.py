@@ -157,6 +157,7 @@ class Network:
         self.stack_by_ip = {}       # ip -> stack.Stack (each Stack adds itself)
         self.delivered = 0          # packets that reached a host (the manifest's cpu record)
         self.on_delivery = None     # fn(packets) as they start the last hop (--sim-cost packet)
+        self._forward = self.forward    # bound once: a train's every hop posts it
 
     def reseed(self, seed):
         """Draw this point's losses and jitter from its own seed."""
@@ -277,9 +278,9 @@ class Network:
             port.bytes += nbytes
             delay = port.delay
             first, last = first + one + delay, finish + delay
-        if i + 1 < len(path):
-            engine.post(first, self.forward, (path, i + 1, first, last, nbytes, packets,
-                                              train))
+        i += 1
+        if i < len(path):
+            engine.post(first, self._forward, (path, i, first, last, nbytes, packets, train))
             return
         self.delivered += packets
         if self.on_delivery is not None:

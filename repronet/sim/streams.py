@@ -49,14 +49,15 @@ class _Train:
     """One transmission of a data train, as Network.send_train calls it back: it arrived
     (the peer takes it), was lost (resent after the RTO) or partly lost (repaired)."""
 
-    __slots__ = ('conn', 'peer', 'seq', 'data', 'losses', 'sent_at', 'packets')
+    __slots__ = ('conn', 'seq', 'data', 'losses', 'sent_at', 'packets')
 
-    def __init__(self, conn, seq, data, losses, packets):
-        self.conn, self.peer, self.seq, self.data = conn, conn.peer, seq, data
-        self.losses, self.sent_at, self.packets = losses, conn.engine.now, packets
+    def __init__(self, conn, seq, data, losses, packets, now):
+        self.conn, self.seq, self.data = conn, seq, data
+        self.losses, self.sent_at, self.packets = losses, now, packets
 
     def arrived(self, t):
-        self.peer._arrive(self.conn, self.seq, self.data)
+        conn = self.conn
+        conn.peer._arrive(conn, self.seq, self.data)
 
     def lost(self, t):
         self.conn._retransmit_later(self.seq, self.data, self.losses, self.sent_at)
@@ -124,7 +125,7 @@ class Conn:
                 packets = -(-n // self.mss)
                 self.bytes_sent += n
                 self.stack.net.forward(path, 0, now, now, n + packets * TCP_OVERHEAD,
-                                       packets, _Train(self, seq, data, 0, packets))
+                                       packets, _Train(self, seq, data, 0, packets, now))
                 return
         self.out.append(data)
         self.queued += len(data)
@@ -289,7 +290,7 @@ class Conn:
         if path is None:            # routes never change: the network keeps them all
             path = self.path = net.route(self.stack.host, self.peer.stack.host)
         net.send_path(path, size + packets * TCP_OVERHEAD,
-                      _Train(self, seq, data, losses, packets))
+                      _Train(self, seq, data, losses, packets, self.engine.now))
 
     def _repair(self, seq, data, losses, sent_at, t, arrived, missing):
         """Some packets of train seq arrived at time t: resend the missing ones, after one
