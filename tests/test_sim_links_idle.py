@@ -1,21 +1,25 @@
-"""Port.enqueue's short path for an idle port (repronet/sim/links.py) against the general
-one, Port._enqueue.
+"""Network.forward's short path for an idle port (repronet/sim/links.py) against the general
+one, Port.enqueue.
 
-Two ports made alike are offered the same random trains, one through enqueue (which takes
-the short path when it may), the other through _enqueue only, each drawing from its own
-generator seeded alike. Ports are shaped or not, with or without loss and jitter, with
-small queues, sometimes taken down; trains come idle (after the port's last one left),
-back to back or overlapping. Every answer and all of the port's state (its backlog,
-queued packets, busy time and counters) must be the same bit for bit, and so must what
-each generator draws next."""
+A port is offered random trains through Network.forward (which takes the short path when it
+may) as the first port of a two-port path, so that what it answers is the next hop that
+forward posts; a port made alike is offered the same trains through Port.enqueue. Each draws
+from its own generator seeded alike. Ports are shaped or not, with or without loss and
+jitter, with small queues, sometimes taken down; trains come idle (after the port's last
+one left), back to back or overlapping. Every answer (or the loss) and all of the port's
+state (its queue, queued packets, busy time and counters) must be the same bit for bit, and
+so must what each generator draws next."""
 
 import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mininet.topo import Topo
+
 from repronet.emu.linkemu_params import DirectionParams
-from repronet.sim.links import Port
+from repronet.sim.engine import Engine
+from repronet.sim.links import Network, Port
 
 PARAMS = st.builds(
     DirectionParams,
@@ -33,8 +37,43 @@ TRAINS = st.lists(st.tuples(
 
 
 def _state(port):
-    return (list(port.backlog), port.queued, port.busy_until, port.sent, port.dropped,
+    return (port.queue(), port.queued, port.busy_until, port.sent, port.dropped,
             port.overflow, port.bytes)
+
+
+class _Posts(Engine):
+    """An engine that keeps what forward posts (the next hop's times) instead of running it."""
+
+    def post(self, when, fn, args):
+        self.posted.append(args[2:6])       # first, last, nbytes, packets at the next port
+
+
+class _Train:
+    packets = 0
+
+    def __init__(self, lost):
+        self.lost = lost
+
+
+def _forwarding(port, rng):
+    """forward(first, last, nbytes, packets) -> what enqueue answers, through a Network
+    whose path is [port, another]."""
+    topo = Topo()
+    topo.addLink(topo.addHost('h1'), topo.addHost('h2'))
+    engine = _Posts()
+    engine.posted = []
+    net = Network(engine, topo)
+    net.rng = rng
+    path = [port, net.ports[('h1', 'h2')]]
+
+    def forward(first, last, nbytes, packets):
+        lost = []
+        net.forward(path, 0, first, last, nbytes, packets, _Train(lost.append))
+        if lost:
+            return None
+        first, last, nbytes, packets = engine.posted.pop()
+        return first, last, packets, nbytes
+    return forward
 
 
 @settings(max_examples=400, deadline=None)
@@ -42,12 +81,13 @@ def _state(port):
 def test_the_idle_path_answers_as_the_general_path(params, trains, seed):
     short, general = Port('a', 'b', params), Port('a', 'b', params)
     rng_short, rng_general = random.Random(seed), random.Random(seed)
+    forward = _forwarding(short, rng_short)
     first = 0.0
     for gap, spread, nbytes, packets, up in trains:
         first += gap
         short.up = general.up = up
-        got = short.enqueue(first, first + spread, nbytes, packets, rng_short)
-        want = general._enqueue(first, first + spread, nbytes, packets, rng_general)
+        got = forward(first, first + spread, nbytes, packets)
+        want = general.enqueue(first, first + spread, nbytes, packets, rng_general)
         assert got == want and _state(short) == _state(general)
     assert rng_short.random() == rng_general.random()
 
@@ -57,9 +97,9 @@ class _Counting(Port):
 
     __slots__ = ('general',)
 
-    def _enqueue(self, *args):
+    def enqueue(self, *args):
         self.general += 1
-        return Port._enqueue(self, *args)
+        return Port.enqueue(self, *args)
 
 
 def test_the_short_path_is_taken_on_an_idle_port_and_not_on_a_busy_one():
@@ -67,9 +107,10 @@ def test_the_short_path_is_taken_on_an_idle_port_and_not_on_a_busy_one():
     2 ms later finds the port idle and one 0.5 ms later waits."""
     port = _Counting('a', 'b', DirectionParams(8, 1.0, 0.0, 0.0, None))
     port.general = 0
-    assert port.enqueue(0.0, 0.0, 1000, 2, None) == (0.0005 + 0.001, 0.001 + 0.001, 2, 1000)
-    assert port.enqueue(0.002, 0.002, 1000, 1, None) == (0.003 + 0.001, 0.003 + 0.001, 1, 1000)
-    assert list(port.backlog) == [(0.003, 1)] and port.queued == 1 and port.general == 0
-    assert port.enqueue(0.0025, 0.0025, 1000, 1, None) == (0.004 + 0.001, 0.004 + 0.001, 1, 1000)
-    assert list(port.backlog) == [(0.003, 1), (0.004, 1)] and port.queued == 2
+    forward = _forwarding(port, None)
+    assert forward(0.0, 0.0, 1000, 2) == (0.0005 + 0.001, 0.001 + 0.001, 2, 1000)
+    assert forward(0.002, 0.002, 1000, 1) == (0.003 + 0.001, 0.003 + 0.001, 1, 1000)
+    assert port.queue() == [(0.003, 1)] and port.queued == 1 and port.general == 0
+    assert forward(0.0025, 0.0025, 1000, 1) == (0.004 + 0.001, 0.004 + 0.001, 1, 1000)
+    assert port.queue() == [(0.003, 1), (0.004, 1)] and port.queued == 2
     assert port.sent == 4 and port.bytes == 3000 and port.general == 1

@@ -82,10 +82,13 @@ class SimBackend:
         proc.start(simulate)
         return proc
 
-    def run_until(self, done, timeout=None):
-        """Advance virtual time until done() or timeout seconds of it passed."""
+    def run_until(self, done, timeout=None, on_exit=False):
+        """Advance virtual time until done() or timeout seconds of it passed. done() is
+        asked after every event; with on_exit, only after an event in which a node ended
+        (and before the first): for a done() that reads nothing else, such as "these
+        nodes have ended", it stops after the same event (``Engine.run``'s signalled)."""
         until = None if timeout is None else self.engine.now + timeout
-        self.engine.run(until=until, stop=done)
+        self.engine.run(until=until, stop=done, signalled=on_exit)
 
     def mechanisms(self):
         """What the manifest records: the backend, the model and every link direction."""

@@ -21,7 +21,8 @@ Most events are never cancelled: a train entering its next port or reaching its 
 (``Network``: three in four events of a DHT search). ``post`` files those as a bare
 ``(time, sequence, None, fn, args)`` entry, without an Event to hand back: making an Event
 (a Python ``__init__``) and packing ``*args`` was a tenth of such an event's cost. The
-sequence is the same counter, so the order is the one ``at`` would give.
+sequence is the same counter, so the order is the one ``at`` would give. An Event's entry
+is ``(time, sequence, event, None, None)``: one shape, which the run loop unpacks at once.
 """
 
 import heapq
@@ -61,6 +62,7 @@ class Engine:
         self._heap = []
         self._seq = 0
         self._dead = 0              # cancelled events still in the heap
+        self.signals = 0            # signal()s so far (run's signalled stop)
 
     def at(self, when, fn, *args):
         """Run fn(*args) at virtual time when (never earlier than now); return its Event."""
@@ -68,7 +70,7 @@ class Engine:
             when = self.now
         seq = self._seq = self._seq + 1
         event = Event(when, seq, fn, args, self)
-        heapq.heappush(self._heap, (when, seq, event))
+        heapq.heappush(self._heap, (when, seq, event, None, None))
         return event
 
     def post(self, when, fn, args):
@@ -100,7 +102,7 @@ class Engine:
     def _file(self, when, seq, fn, args):
         """A new event filed in the heap (retime's move to an earlier time)."""
         event = Event(when, seq, fn, args, self)
-        heapq.heappush(self._heap, (when, seq, event))
+        heapq.heappush(self._heap, (when, seq, event, None, None))
         return event
 
     @staticmethod
@@ -135,7 +137,7 @@ class Engine:
             elif entry[1] != event.seq:
                 pop(heap)
                 event.filed = event.when
-                heapq.heappush(heap, (event.when, event.seq, event))
+                heapq.heappush(heap, (event.when, event.seq, event, None, None))
             else:
                 return entry
         return None
@@ -165,22 +167,75 @@ class Engine:
             event.alive = False
             event.fn(*event.args)
 
-    def run(self, until=None, stop=None):
+    def signal(self):
+        """Something a stop condition may read changed (a node ended): ``run(stop=...,
+        signalled=True)`` asks its stop condition after an event that called this."""
+        self.signals += 1
+
+    def run(self, until=None, stop=None, signalled=False):
         """Run events up to virtual time until (inclusive), or until stop() is true after
         an event, or until none is left. Returns 'stop', 'until' or 'idle'; with until the
-        clock ends at until unless stop ended it first."""
+        clock ends at until unless stop ended it first.
+
+        stop() is asked before the first event and after every event; with signalled, only
+        after the events that called ``signal()`` (and before the first): for a condition
+        that nothing else changes, such as the benchmark's "every client has ended", that
+        stops after the same event, without a call per event."""
+        if stop is not None and not signalled:
+            return self._run_asking(until, stop)
+        if stop is not None and stop():
+            return 'stop'
+        return self._run_signalled(until, stop)
+
+    def _run_signalled(self, until, stop):
+        """run() without a stop condition, or with one asked only after a signal().
+
+        Why its own loop: it is the loop of every simulated event of a benchmark's phase.
+        It pops first and looks after (a cancelled or moved entry is handled as ``_top``
+        does, an entry past until goes back), unpacks the entry once, and asks nothing
+        per event but whether signal() was called; _run_asking reads the top entry
+        before popping it and calls stop() after every event. Same events, in the same
+        order, with the same clock and counters (tests/test_sim_engine_signal.py)."""
+        heap, pop, push = self._heap, heapq.heappop, heapq.heappush
+        limit = float('inf') if until is None else until
+        seen = self.signals
+        while True:                     # not "while heap": CPython 3.11 specialises a
+            if not heap:                # loop's code on its JUMP_BACKWARD, which that
+                break                   # loop lacks (it ran three times slower)
+            when, seq, event, fn, args = pop(heap)
+            if event is not None:       # at()'s Event: cancelled or moved (as _top)
+                if not event.alive:
+                    self._dead = max(0, self._dead - 1)
+                    continue
+                if seq != event.seq:
+                    event.filed = event.when
+                    push(heap, (event.when, event.seq, event, None, None))
+                    continue
+            if when > limit:
+                push(heap, (when, seq, event, fn, args))
+                break
+            if event is not None:
+                event.alive = False
+                fn, args = event.fn, event.args
+            self.now = when
+            self.events += 1
+            fn(*args)
+            if self.signals != seen:
+                seen = self.signals
+                if stop is not None and stop():
+                    return 'stop'
+        if until is not None:
+            self.now = max(self.now, until)
+        return 'idle' if not heap else 'until'
+
+    def _run_asking(self, until, stop):
+        """run() asking stop() after every event (a condition that signal() does not
+        announce: what topologies and the runner's waits ask)."""
         heap, pop = self._heap, heapq.heappop
         while True:
-            if stop is not None and stop():
+            if stop():
                 return 'stop'
-            if heap:
-                entry = heap[0]
-                event = entry[2]
-                if event is not None and (not event.alive or entry[1] != event.seq):
-                    entry = self._top()
-                    event = None if entry is None else entry[2]
-            else:
-                entry = None
+            entry = self._top()
             if entry is None:
                 if until is not None:
                     self.now = max(self.now, until)
@@ -192,11 +247,7 @@ class Engine:
             pop(heap)
             self.now = when
             self.events += 1
-            if event is None:           # post()'s entry: (when, seq, None, fn, args)
-                entry[3](*entry[4])
-            else:
-                event.alive = False
-                event.fn(*event.args)
+            self._run(entry)
 
     def pending(self):
         """How many events are scheduled (cancelled ones not yet popped included)."""
@@ -205,7 +256,7 @@ class Engine:
 
 class _FiledEvent(Event):
     """An Event that is its own heap entry: ordered by the time and sequence it was filed
-    under, as Engine's (time, sequence, event) tuples are."""
+    under, as Engine's (time, sequence, ...) tuples are."""
 
     __slots__ = ('fseq',)
 
@@ -280,11 +331,15 @@ class EventHeapEngine(Engine):
         event.fn(*event.args)
         return True
 
-    def run(self, until=None, stop=None):
+    def run(self, until=None, stop=None, signalled=False):
         heap, pop = self._heap, heapq.heappop
+        every = stop is not None and not signalled
+        seen = None                 # so that stop is asked before the first event
         while True:
-            if stop is not None and stop():
-                return 'stop'
+            if stop is not None and (every or self.signals != seen):
+                seen = self.signals
+                if stop():
+                    return 'stop'
             if heap:
                 event = heap[0]
                 if not event.alive or event.fseq != event.seq:

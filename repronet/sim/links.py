@@ -36,7 +36,7 @@ DEFAULT_QUEUE = 1000        # packets: an interface's default txqueuelen
 class Port:
     """One direction of one link: queue, serialisation, propagation, loss."""
 
-    __slots__ = ('src', 'dst', 'rate', 'delay', 'jitter', 'loss', 'limit', 'up',
+    __slots__ = ('src', 'dst', 'rate', 'delay', 'jitter', 'loss', 'limit', '_up', 'fits',
                  'busy_until', 'backlog', 'queued', 'sent', 'dropped', 'overflow', 'bytes',
                  'params')
 
@@ -47,11 +47,22 @@ class Port:
         self.jitter = params.jitter_ms / 1000.0
         self.loss = params.loss / 100.0
         self.limit = params.max_queue_size or DEFAULT_QUEUE
-        self.up = True
+        self.up = True                          # and fits
         self.busy_until = 0.0
-        self.backlog = collections.deque()      # (time its last byte leaves, packets)
+        self.backlog = collections.deque()      # (time its last byte leaves, packets); queue()
         self.queued = 0                         # packets waiting or being serialised
         self.sent = self.dropped = self.overflow = self.bytes = 0
+
+    @property
+    def up(self):
+        """False while the link is down: everything offered is dropped."""
+        return self._up
+
+    @up.setter
+    def up(self, up):
+        self._up = up
+        plain = up and self.rate is not None and not self.loss and not self.jitter
+        self.fits = self.limit if plain else -1     # Network.forward's short path
 
     def enqueue(self, first, last, nbytes, packets, rng):
         """Offer a train whose first packet arrives at time first and last at last; return
@@ -61,37 +72,13 @@ class Port:
         Packets are forwarded one by one (cut-through per train): the port starts sending
         when the first packet is here and cannot finish before the last one has arrived
         and been sent, so a 64 KiB train is not delayed by its own length at every hop.
-
-        The common case takes a short path here, the rest ``_enqueue``: a shaped port that
-        is up, without loss or jitter, idle (everything queued before has left: its
-        backlog empties, as _enqueue would pop it entry by entry) and a train its queue
-        holds. It skips the backlog walk, the loss and jitter draws and two max() calls,
-        which were a port's cost in a DHT search, where 99 % of trains find their port
-        idle. Same state and answer as _enqueue's (tests/test_sim_links_idle.py)."""
-        rate = self.rate
-        if self.busy_until > first or rate is None or self.loss or self.jitter \
-                or not self.up or packets > self.limit:
-            return self._enqueue(first, last, nbytes, packets, rng)
-        one = nbytes / packets / rate
-        finish = first + nbytes / rate
-        if finish < last + one:         # max(first + nbytes / rate, last + one)
-            finish = last + one
-        backlog = self.backlog
-        if backlog:
-            backlog.clear()
-        backlog.append((finish, packets))
-        self.busy_until, self.queued = finish, packets
-        self.sent += packets
-        self.bytes += nbytes
-        delay = self.delay
-        return first + one + delay, finish + delay, packets, nbytes
-
-    def _enqueue(self, first, last, nbytes, packets, rng):
-        """enqueue() in general: a busy, lossy, jittered, unshaped or down port."""
-        if not self.up:
+        ``Network.forward`` has a short path of its own for an idle port (``fits``)."""
+        if not self._up:
             self.dropped += packets
             return None
         backlog = self.backlog
+        if backlog is None:
+            backlog = self.backlog = collections.deque(self.queue())
         while backlog and backlog[0][0] <= first:
             self.queued -= backlog.popleft()[1]
         if self.queued + packets > self.limit:
@@ -120,6 +107,15 @@ class Port:
         if self.jitter:
             delay = max(0.0, delay + rng.uniform(-self.jitter, self.jitter))
         return start + delay, finish + delay, packets, nbytes
+
+    def queue(self):
+        """The trains queued or being sent, as [(time its last byte leaves, packets)] (some
+        may have left by now). Network.forward's short path leaves backlog None for its
+        train alone (busy_until, queued), which all before it have left, rather than
+        empty a deque and fill it again for every train."""
+        if self.backlog is None:
+            return [(self.busy_until, self.queued)]
+        return list(self.backlog)
 
     def record(self):
         """The port's counters for the manifest and tables."""
@@ -161,6 +157,7 @@ class Network:
         self.stack_by_ip = {}       # ip -> stack.Stack (each Stack adds itself)
         self.delivered = 0          # packets that reached a host (the manifest's cpu record)
         self.on_delivery = None     # fn(packets) as they start the last hop (--sim-cost packet)
+        self._forward = self.forward    # bound once: a train's every hop posts it
 
     def reseed(self, seed):
         """Draw this point's losses and jitter from its own seed."""
@@ -243,20 +240,47 @@ class Network:
                 self.engine.at(self.engine.now, train.lost, self.engine.now)
             return
         now = self.engine.now
-        self._hop(path, 0, now, now, nbytes, train.packets, train)
+        self.forward(path, 0, now, now, nbytes, train.packets, train)
 
-    def _hop(self, path, i, first, last, nbytes, packets, train):
-        """Enqueue the train at port i of its path; schedule the next hop or the end (posted:
-        nothing cancels them, ``Engine.post``)."""
-        engine = self.engine
-        times = path[i].enqueue(first, last, nbytes, packets, self.rng)
-        if times is None:
-            if train.lost is not None:
-                train.lost(engine.now)
-            return
-        first, last, packets, nbytes = times
-        if i + 1 < len(path):
-            engine.post(first, self._hop, (path, i + 1, first, last, nbytes, packets, train))
+    def forward(self, path, i, first, last, nbytes, packets, train):
+        """Enqueue the train at port i of its path (``Port.enqueue``); schedule the next hop
+        or the end (posted: nothing cancels them, ``Engine.post``). send_path(path, nbytes,
+        train) is forward(path, 0, now, now, nbytes, train.packets, train) for a path
+        that is not empty: what a connection's write calls, one call less (``Conn.send``).
+
+        The common case takes a short path here rather than enqueue: a shaped port that
+        is up, without loss or jitter, idle (everything queued before has left: its
+        backlog empties, as enqueue would pop it entry by entry) and a train its queue
+        holds. Whether the port is such is read once, ``Port.fits``: the most packets a
+        train may have to take it (the queue's limit), or -1 when none may (down,
+        unshaped, lossy or jittered). It skips the backlog walk, the loss and jitter
+        draws, two max() calls and enqueue's call and answer; the port keeps its one train
+        as backlog None (``Port.queue``). 99 % of a DHT search's trains find their port
+        idle, and the port was a third of the network's cost. Same state and answer as
+        enqueue's (tests/test_sim_links_idle.py)."""
+        engine, port = self.engine, path[i]
+        if packets > port.fits or port.busy_until > first:
+            times = port.enqueue(first, last, nbytes, packets, self.rng)
+            if times is None:
+                if train.lost is not None:
+                    train.lost(engine.now)
+                return
+            first, last, packets, nbytes = times
+        else:                           # idle: the short path
+            rate = port.rate
+            one = nbytes / packets / rate
+            finish = first + nbytes / rate
+            if finish < last + one:
+                finish = last + one
+            port.backlog = None
+            port.busy_until, port.queued = finish, packets
+            port.sent += packets
+            port.bytes += nbytes
+            delay = port.delay
+            first, last = first + one + delay, finish + delay
+        i += 1
+        if i < len(path):
+            engine.post(first, self._forward, (path, i, first, last, nbytes, packets, train))
             return
         self.delivered += packets
         if self.on_delivery is not None:

@@ -197,6 +197,7 @@ class SimProcess:
         if self.returncode is not None:
             return
         self.returncode = code
+        self.engine.signal()        # a stop condition waiting for this may be true now
         if self.cpu is not None:
             self.cpu.exited(self)
         for event in self._events:
