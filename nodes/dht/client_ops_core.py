@@ -91,7 +91,12 @@ class _Op:
 
 
 class ClientOps:
-    """Every operation of one client, over a ring of index servers and holder peers."""
+    """Every operation of one client, over a ring of index servers and holder peers.
+
+    `direct` False turns off the short paths of a search (`_request`'s), which
+    `tests/test_dht_client_paths.py` compares with the general ones."""
+
+    direct = True
 
     def __init__(self, routing, addrs, window=1, timeout=5.0, limit=1):
         self.routing = routing                  # client_core.ClientCore
@@ -149,7 +154,8 @@ class ClientOps:
                 op = srv.ops.pop(req, None)
                 if op is not None:
                     self._reply(op, conn[1], reply, now)
-            self._pump(srv, now)
+            if srv.queue:
+                self._pump(srv, now)
             self._untimed(srv)
         else:
             self._peer_data(conn, data, now)
@@ -309,7 +315,13 @@ class ClientOps:
             self._timed.pop(srv, None)
 
     def _request(self, server, op, kind, *fields, now):
+        """Send op's request to server now if its connection is open with nothing queued and
+        room in the window (every search of a client with one request out at a time: no
+        queueing, opening or pumping for it), else queue it and open or pump."""
         srv = self.servers[server]
+        if srv.state == 'open' and not srv.queue and srv.channel.can_send() and self.direct:
+            self._send(srv, op, kind, fields, now)
+            return
         srv.queue.append((op, kind, fields))
         self._open(srv, now)
         self._pump(srv, now)
@@ -318,11 +330,14 @@ class ClientOps:
         """Send queued requests while the window has room."""
         while srv.state == 'open' and srv.queue and srv.channel.can_send():
             op, kind, fields = srv.queue.popleft()
-            req, data = srv.channel.send(kind, now, *fields)
-            srv.ops[req] = op
-            self._timed[srv] = None
-            self.messages_sent += 1
-            self._out.append(Send(srv.conn, data))
+            self._send(srv, op, kind, fields, now)
+
+    def _send(self, srv, op, kind, fields, now):
+        req, data = srv.channel.send(kind, now, *fields)
+        srv.ops[req] = op
+        self._timed[srv] = None
+        self.messages_sent += 1
+        self._out.append(Send(srv.conn, data))
 
     def _server_failed(self, srv, reason, now, close=True):
         """Give up on a connection: every request on it, sent or queued, fails with reason."""

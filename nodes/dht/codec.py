@@ -52,6 +52,7 @@ ERR_INTERNAL = 7
 
 _HEAD = struct.Struct('>IBBI')      # length, version, type, req
 _HEAD_AFTER_LEN = 1 + 1 + 4
+_SEARCH_HEAD = struct.Struct('>IBBIH')   # a SEARCH's header and its name's length
 _U16 = struct.Struct('>H')
 _U32 = struct.Struct('>I')
 _U64 = struct.Struct('>Q')
@@ -195,9 +196,13 @@ def encode(msg, version=PROTOCOL_VERSION):
 
 def encode_search(req, name, version=PROTOCOL_VERSION):
     """encode(Search(req, name)) without the message object: a client sends one per search,
-    and building a frozen dataclass costs more than encoding it."""
-    body = _str(name)
-    return _HEAD.pack(_HEAD_AFTER_LEN + len(body), version, 0x03, req) + body
+    and building a frozen dataclass costs more than encoding it. The header and the name's
+    length are packed at once (what `_str` checks, checked here)."""
+    b = name.encode('utf-8')
+    n = len(b)
+    if n > MAX_STR:
+        raise ValueError('string field longer than %d bytes' % MAX_STR)
+    return _SEARCH_HEAD.pack(_HEAD_AFTER_LEN + 2 + n, version, 0x03, req, n) + b
 
 
 def frame_size(msg):
