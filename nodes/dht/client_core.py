@@ -135,6 +135,20 @@ class Channel:
             out.append((reply.req, reply))
         return out
 
+    def lone_answer(self, data):
+        """(req, name, holders) when data is one well-formed FOUND (holders: a tuple) or
+        NOTFOUND (None) alone, answering an outstanding request, with nothing held before
+        it: the one reply receive() would return, read without the decoder's loop or a
+        message object (`codec.lone_answer`), and the request is no longer outstanding.
+        Else None, and nothing changed: receive() reads data."""
+        dec = self.decoder
+        if not dec.lone_answers or not dec.between_frames():
+            return None
+        answer = codec.lone_answer(data, dec.max_frame)
+        if answer is None or self.outstanding.pop(answer[0], _NONE) is _NONE:
+            return None
+        return answer
+
     def next_deadline(self):
         """Return the earliest reply deadline, or None."""
         if not self.outstanding:        # most of a client's connections, after every reply

@@ -93,8 +93,8 @@ class _Op:
 class ClientOps:
     """Every operation of one client, over a ring of index servers and holder peers.
 
-    `direct` False turns off the short paths of a search (`_request`'s), which
-    `tests/test_dht_client_paths.py` compares with the general ones."""
+    `direct` False turns off the short paths of a search (`_request`'s and a lone answer's
+    in `receive`), which `tests/test_dht_client_paths.py` compares with the general ones."""
 
     direct = True
 
@@ -145,15 +145,21 @@ class ClientOps:
         """Bytes arrived on conn."""
         if conn[0] == 'index':
             srv = self.servers[conn[1]]
-            try:
-                replies = srv.channel.receive(data, now)
-            except ChannelError as exc:
-                self._server_failed(srv, str(exc), now)
-                return
-            for req, reply in replies:
-                op = srv.ops.pop(req, None)
+            answer = srv.channel.lone_answer(data) if self.direct else None
+            if answer is not None:
+                op = srv.ops.pop(answer[0], None)
                 if op is not None:
-                    self._reply(op, conn[1], reply, now)
+                    self._answered(op, conn[1], answer, now)
+            else:
+                try:
+                    replies = srv.channel.receive(data, now)
+                except ChannelError as exc:
+                    self._server_failed(srv, str(exc), now)
+                    return
+                for req, reply in replies:
+                    op = srv.ops.pop(req, None)
+                    if op is not None:
+                        self._reply(op, conn[1], reply, now)
             if srv.queue:
                 self._pump(srv, now)
             self._untimed(srv)
@@ -291,6 +297,23 @@ class ClientOps:
         if not op.waiting:
             errs = {'error': '; '.join(op.errors)} if op.errors else {}
             self._end(op, not op.errors, now, **op.extra, **errs)
+
+    def _answered(self, op, server, answer, now):
+        """_reply of a FOUND or NOTFOUND read alone (`Channel.lone_answer`: answer is (req,
+        name, holders or None)). A search ends here, as _reply ends it, without the message
+        object; any other operation gets the message through _reply."""
+        req, name, holders = answer
+        if op.kind != 'search':
+            self._reply(op, server, codec.NotFound(req, name) if holders is None
+                        else codec.Found(req, name, holders), now)
+            return
+        op.waiting.discard(server)
+        if self.routing.down:
+            self.routing.mark_up(server)
+        if holders is None:
+            self._end(op, False, now, error='not found', holders=0)
+        else:
+            self._end(op, True, now, holders=len(holders))
 
     def _end(self, op, ok, now, nbytes=0, **extra):
         """Record op (with the core's now) and free its slot."""

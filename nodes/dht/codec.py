@@ -7,7 +7,8 @@ incremental decoder and the direct readers of a search's frames are `decoding`. 
 chunks or `ProtocolError`s. Nothing here touches a socket or a clock.
 """
 
-from .decoding import Decoder, _direct, _read, _Reader, str_to_end   # noqa: F401
+from .decoding import (Decoder, _direct, _read, _Reader, found_fields, lone_answer,  # noqa: F401
+                       lone_frame, str_to_end)
 from .messages import (ERR_INTERNAL, ERR_MALFORMED, ERR_NO_SUCH_FILE, ERR_TOO_LARGE,  # noqa: F401
                        ERR_UNEXPECTED, ERR_UNKNOWN_TYPE, ERR_VERSION, MAX_FRAME, MAX_STR,
                        PROTOCOL_VERSION, Ack, Chunk, DecodeError, Error, FileHeader, Found, Get,

@@ -81,20 +81,59 @@ def _direct(mtype, req, body):
     if mtype != 0x82:
         name = str_to_end(body, 0, len(body))
         return None if name is None else (Search if mtype == 0x03 else NotFound)(req, name)
+    found = found_fields(body, 0)
+    return None if found is None else Found(req, *found)
+
+
+def found_fields(buf, start):
+    """(name, holders tuple) of the FOUND body that fills buf[start:] exactly (what
+    `_Reader` accepts: every field whole, UTF-8, nothing left over), else None."""
     try:
-        n = _U16.unpack_from(body)[0]
-        pos = 2 + n
-        name = body[2:pos].decode('utf-8')
-        count = _U32.unpack_from(body, pos)[0]
+        n = _U16.unpack_from(buf, start)[0]
+        pos = start + 2 + n
+        name = buf[start + 2:pos].decode('utf-8')
+        count = _U32.unpack_from(buf, pos)[0]
         pos += 4
         holders = []
         for _ in range(count):          # each needs 2 bytes: a bogus count fails soon
-            n = _U16.unpack_from(body, pos)[0]
-            holders.append(body[pos + 2:pos + 2 + n].decode('utf-8'))
+            n = _U16.unpack_from(buf, pos)[0]
+            holders.append(buf[pos + 2:pos + 2 + n].decode('utf-8'))
             pos += 2 + n
     except (struct.error, UnicodeDecodeError):
         return None
-    return Found(req, name, tuple(holders)) if pos == len(body) else None
+    return (name, tuple(holders)) if pos == len(buf) else None
+
+
+def lone_frame(data, max_frame):
+    """(type, req) of data when it is exactly one whole frame of this protocol version that
+    a decoder of max_frame between frames takes (its length field says the rest of data,
+    within the bound) with a body of 2 bytes at least, else None. The test of both "one
+    frame alone" short paths: a client's answer (`lone_answer`) and an index server's
+    SEARCH (`ServerConnection._lone_search`)."""
+    if len(data) < 12:
+        return None
+    length, version, mtype, req = _HEAD.unpack_from(data)
+    if length + 4 != len(data) or length > max_frame or version != PROTOCOL_VERSION:
+        return None
+    return mtype, req
+
+
+def lone_answer(data, max_frame):
+    """(req, name, holders) of data when it is exactly one well-formed FOUND (holders: its
+    tuple) or NOTFOUND (holders None) frame that a decoder of max_frame between frames
+    reads so, else None: a client's answer to its one search out, read without the frame
+    loop or a message object."""
+    frame = lone_frame(data, max_frame)
+    if frame is None:
+        return None
+    mtype, req = frame
+    if mtype == 0x82:
+        found = found_fields(data, 10)
+        return None if found is None else (req, found[0], found[1])
+    if mtype == 0x83:
+        name = str_to_end(data, 10, len(data))
+        return None if name is None else (req, name, None)
+    return None
 
 
 def _read(mtype, req, body):
@@ -178,15 +217,13 @@ class Decoder:
 
     def _lone_answer(self, data):
         """The message of data when it is exactly one well-formed FOUND or NOTFOUND frame that
-        _drain would read (the length within max_frame, this protocol version), else None.
-        Nothing is held before or after it, so the decoder's state is what _drain leaves."""
-        if len(data) < 12:
+        _drain would read (`lone_answer`), else None. Nothing is held before or after it, so
+        the decoder's state is what _drain leaves."""
+        answer = lone_answer(data, self.max_frame)
+        if answer is None:
             return None
-        length, version, mtype, req = _HEAD.unpack_from(data)
-        if length + 4 != len(data) or length > self.max_frame or version != PROTOCOL_VERSION \
-                or not (mtype == 0x82 or mtype == 0x83):
-            return None
-        return _direct(mtype, req, bytes(data[4 + _HEAD_AFTER_LEN:]))
+        req, name, holders = answer
+        return NotFound(req, name) if holders is None else Found(req, name, holders)
 
     def _drain(self, buf, out):
         """Decode whatever complete items buf holds; return how many bytes of it were

@@ -61,6 +61,7 @@ FRAME_TIMEOUT = 30.0        # seconds from a frame's first byte to its last
 _U16 = struct.Struct('>H')
 _U32 = struct.Struct('>I')
 _HEAD = 4 + 6               # frame length, then version, type, req (codec's frame header)
+_SEARCH = codec.Search.TYPE
 
 
 def valid_name(name):
@@ -206,18 +207,18 @@ class ServerConnection:
         return self._answer(now)
 
     def _lone_search(self, data):
-        """search_frames.read of data when it is one whole SEARCH frame that _decode would
-        hand to search_frames (the decoder between frames, the length within its bound), else
-        None. Why: a client with one search out at a time (the simulator's) sends exactly
+        """What search_frames.read gives, (req, name, name field), when data is one whole
+        well-formed SEARCH frame that _decode would hand to search_frames (the decoder
+        between frames, `codec.lone_frame`: the length within its bound), else None. Why: a client with one search out at a time (the simulator's) sends exactly
         that, and answering it here skips the buffer, the inbox and the batch loop; the
         state afterwards is the one they leave (`tests/test_dht_search_frames.py`)."""
-        n = len(data)
-        if n < _HEAD + 2 or not self.decoder.between_frames():
+        if not self.decoder.between_frames():
             return None
-        length = _U32.unpack_from(data)[0]
-        if length + 4 != n or length > self.decoder.max_frame:
+        frame = codec.lone_frame(data, self.decoder.max_frame)
+        if frame is None or frame[0] != _SEARCH:
             return None
-        return search_frames.read(data, 0, length)
+        name = codec.str_to_end(data, _HEAD, len(data))
+        return None if name is None else (frame[1], name, bytes(data[_HEAD:]))
 
     def more(self, now):
         """Return the next batch of replies (the driver's loop came round again)."""
