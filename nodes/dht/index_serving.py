@@ -174,7 +174,9 @@ class IndexLink:
                 self.soon = self.call_soon(self._more)
         else:
             self.resume_reading()
-        self.book.hold(self, self.conn.buffered)
+        buffered, book = self.conn.buffered, self.book
+        if buffered != self.held or book.buffered > book.max_buffered:
+            book.hold(self, buffered)       # else it would change nothing: a call less
         self._arm()
 
     def _arm(self):

@@ -249,7 +249,10 @@ class ServerConnection:
         return self._eof and not self.waiting
 
     def get_timer(self):
-        """When handle_timer must be called next (the idle or the frame deadline), or None."""
+        """When handle_timer must be called next (the idle or the frame deadline), or None.
+        Asked after every answer, when mostly no frame is begun: then the idle deadline."""
+        if self._begun is None:         # no frame deadline (see _deadlines)
+            return None if self.idle_timeout is None else self._last + self.idle_timeout
         idle, frame = self._deadlines()
         if idle is None or frame is not None and frame < idle:
             return frame
