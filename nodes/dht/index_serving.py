@@ -182,8 +182,8 @@ class IndexLink:
     def _arm(self):
         """Have the timer fire by the core's next deadline (a later one re-arms on firing)."""
         when = self.conn.get_timer()
-        if when is None or self.closing() or self.timer is not None and self.timer[0] <= when:
-            return
+        if when is None or self.timer is not None and self.timer[0] <= when or self.closing():
+            return          # (closing() asked last: mostly the timer is early enough)
         if self.timer is not None:
             self.timer[1].cancel()
         self.timer = (when, self.call_at(when, self._fire))

@@ -194,10 +194,10 @@ class ServerConnection:
         """Feed bytes; return (reply bytes of the next batch, whether to close)."""
         if not (self._raw or self._inbox or self.output_paused or self._eof) \
                 and self.fast_search:
-            search = self._lone_search(data)
-            if search is not None:      # what _answer leaves after answering it
+            reply = self._lone_search(data)
+            if reply is not None:       # what _answer leaves after answering it
                 self._last, self._unfinished, self._begun, self._held = now, True, None, False
-                return self.core.search_frame(*search), False
+                return reply, False
         if data and not self.decoder.broken:
             self._last = now
             self._raw += data
@@ -207,18 +207,22 @@ class ServerConnection:
         return self._answer(now)
 
     def _lone_search(self, data):
-        """What search_frames.read gives, (req, name, name field), when data is one whole
-        well-formed SEARCH frame that _decode would hand to search_frames (the decoder
-        between frames, `codec.lone_frame`: the length within its bound), else None. Why: a client with one search out at a time (the simulator's) sends exactly
-        that, and answering it here skips the buffer, the inbox and the batch loop; the
-        state afterwards is the one they leave (`tests/test_dht_search_frames.py`)."""
+        """The reply to data, as _reply answers what search_frames.read gives, when data is
+        one whole well-formed SEARCH frame that _decode would hand to search_frames (the
+        decoder between frames, `codec.lone_frame`: the length within its bound), else None
+        (nothing answered or counted). Why: a client with one search out at a time (the
+        simulator's) sends exactly that, and answering it here skips the buffer, the inbox
+        and the batch loop; the state afterwards is the one they leave
+        (`tests/test_dht_search_frames.py`)."""
         if not self.decoder.between_frames():
             return None
         frame = codec.lone_frame(data, self.decoder.max_frame)
         if frame is None or frame[0] != _SEARCH:
             return None
         name = codec.str_to_end(data, _HEAD, len(data))
-        return None if name is None else (frame[1], name, bytes(data[_HEAD:]))
+        if name is None:
+            return None
+        return self.core.search_frame(frame[1], name, bytes(data[_HEAD:]))
 
     def more(self, now):
         """Return the next batch of replies (the driver's loop came round again)."""
