@@ -254,7 +254,7 @@ class ClientOps:
                 op.extra = {'files': len(names)} if batched else {}
                 op.server, op.waiting, op.errors = servers[0], set(servers), []
                 for s in servers:
-                    self._request(s, op, kind, addr, tuple(names), now=now)
+                    self._request(s, op, kind, (addr, tuple(names)), now)
 
     def _search_next(self, op, now):
         """Ask the next candidate server, or end the search when none is left."""
@@ -266,7 +266,7 @@ class ClientOps:
             return
         op.server = op.candidates.pop(0)
         op.waiting = {op.server}
-        self._request(op.server, op, codec.Search, op.name, now=now)
+        self._request(op.server, op, codec.Search, (op.name,), now)
 
     def _reply(self, op, server, reply, now):
         """A reply (or a failure, reply None + text) for op from server."""
@@ -337,7 +337,7 @@ class ClientOps:
         if srv.deadline is None and not srv.channel.outstanding:
             self._timed.pop(srv, None)
 
-    def _request(self, server, op, kind, *fields, now):
+    def _request(self, server, op, kind, fields, now):
         """Send op's request to server now if its connection is open with nothing queued and
         room in the window (every search of a client with one request out at a time: no
         queueing, opening or pumping for it), else queue it and open or pump."""

@@ -88,18 +88,18 @@ def _direct(mtype, req, body):
 def found_fields(buf, start):
     """(name, holders tuple) of the FOUND body that fills buf[start:] exactly (what
     `_Reader` accepts: every field whole, UTF-8, nothing left over), else None."""
+    u16 = _U16.unpack_from
     try:
-        n = _U16.unpack_from(buf, start)[0]
-        pos = start + 2 + n
+        pos = start + 2 + u16(buf, start)[0]
         name = buf[start + 2:pos].decode('utf-8')
         count = _U32.unpack_from(buf, pos)[0]
         pos += 4
         holders = []
         for _ in range(count):          # each needs 2 bytes: a bogus count fails soon
-            n = _U16.unpack_from(buf, pos)[0]
-            holders.append(buf[pos + 2:pos + 2 + n].decode('utf-8'))
-            pos += 2 + n
-    except (struct.error, UnicodeDecodeError):
+            at = pos + 2
+            pos = at + u16(buf, pos)[0]
+            holders.append(buf[at:pos].decode('utf-8'))    # short if past the end: then
+    except (struct.error, UnicodeDecodeError):              # pos is too, and None below
         return None
     return (name, tuple(holders)) if pos == len(buf) else None
 
