@@ -162,7 +162,8 @@ class ClientOps:
                         self._reply(op, conn[1], reply, now)
             if srv.queue:
                 self._pump(srv, now)
-            self._untimed(srv)
+            if srv.deadline is None and not srv.channel.outstanding:
+                self._timed.pop(srv, None)      # _untimed(srv), here after every reply
         else:
             self._peer_data(conn, data, now)
         self._start(now)
@@ -239,18 +240,19 @@ class ClientOps:
         """Start queued operations while fewer than `limit` run."""
         while self.todo and len(self.active) < self.limit:
             spec = self.todo.popleft()
-            self._ids += 1
-            op = _Op(self._ids, spec[0], spec[1] if len(spec) == 2 else spec[2][0], now)
-            self.active[op.id] = op
+            self._ids = op_id = self._ids + 1
             if len(spec) == 2:
-                bad = valid_name(op.name) if op.kind == 'download' else None
+                kind, name = spec
+                op = self.active[op_id] = _Op(op_id, kind, name, now)
+                bad = valid_name(name) if kind == 'download' else None
                 if bad:                  # never write outside the downloads folder
                     self._end(op, False, now, error=bad)
                     continue
-                op.candidates, op.failures = self.routing.candidates(op.name), []
+                op.candidates, op.failures = self.routing.candidates(name), []
                 self._search_next(op, now)
             else:
-                _, kind, names, servers, addr, batched = spec
+                opname, kind, names, servers, addr, batched = spec
+                op = self.active[op_id] = _Op(op_id, opname, names[0], now)
                 op.extra = {'files': len(names)} if batched else {}
                 op.server, op.waiting, op.errors = servers[0], set(servers), []
                 for s in servers:
@@ -356,6 +358,7 @@ class ClientOps:
             self._send(srv, op, kind, fields, now)
 
     def _send(self, srv, op, kind, fields, now):
+        """Send op's request kind(fields) on srv, open with room in its window."""
         req, data = srv.channel.send(kind, now, *fields)
         srv.ops[req] = op
         self._timed[srv] = None
