@@ -21,60 +21,15 @@ sent (`ops`, at most the window, only while that connection is open); a peer con
 is busy with one download or idle for the next one to the same holder.
 """
 
-import sys
 from collections import deque
-from dataclasses import dataclass, field
 
 from repronet.logline import rounded
 
 from . import codec
+from .client_actions import Close, Connect, FileData, Notice, OpDone, Send
 from .client_core import ChannelError, ServerLinks
 from .server_core import valid_name
 from .download_core import Download, DownloadError
-
-
-# The actions and events are plain dataclasses, not frozen ones: the core makes a Send per
-# request and an OpDone per operation, and under CPython a frozen dataclass's __init__
-# (object.__setattr__ for each field) costs twice a plain one's. Nothing hashes them or
-# changes them once made (a driver may add to an OpDone's record dict, as before). Slotted
-# where dataclasses can be (3.10 on; Debian's pypy3 is a 3.9).
-_PLAIN = {'slots': True} if sys.version_info >= (3, 10) else {}
-
-
-@dataclass(**_PLAIN)
-class Connect:
-    conn: tuple
-    addr: str           # 'IP:PORT' (index servers: their address from --servers)
-
-
-@dataclass(**_PLAIN)
-class Send:
-    conn: tuple
-    data: bytes
-
-
-@dataclass(**_PLAIN)
-class Close:
-    conn: tuple
-
-
-@dataclass(**_PLAIN)
-class OpDone:
-    op_id: int
-    record: dict = field(compare=False)
-
-
-@dataclass(**_PLAIN)
-class FileData:
-    op_id: int
-    name: str
-    offset: int
-    data: bytes
-
-
-@dataclass(**_PLAIN)
-class Notice:
-    text: str
 
 
 class _Op:
