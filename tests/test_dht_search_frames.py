@@ -182,3 +182,28 @@ def test_a_lone_search_frame_answered_at_once_leaves_what_the_general_path_leave
             _serve_pieces(pieces, False, max_frame, slow_decodes)
         lone += len(slow_decodes) - len(fast_decodes)
     assert lone > 2000
+
+
+def test_the_timer_asked_with_no_frame_begun_is_the_timer_of_both_deadlines():
+    """ServerConnection.get_timer answers from the idle deadline alone when no frame is
+    begun (after most answers); here against the earlier of `_deadlines()` after every call
+    of random connections, timed and not, some frames left unfinished."""
+    rng = random.Random(40)
+    shortcut = 0
+    for _ in range(600):
+        core = ServerCore('s1')
+        conn = ServerConnection(core, idle_timeout=rng.choice([None, 5.0]),
+                                frame_timeout=rng.choice([None, 2.0]))
+        now = 1.0
+        for piece in _units(rng, rng.randrange(1, 10)):
+            now += 0.25
+            out = conn.receive(piece, now)
+            while not out[1] and conn.waiting and rng.random() < 0.7:
+                out = conn.more(now)
+            idle, frame = conn._deadlines()
+            both = min([t for t in (idle, frame) if t is not None], default=None)
+            assert conn.get_timer() == both
+            shortcut += conn._begun is None
+            if out[1]:
+                break
+    assert shortcut > 1000

@@ -181,9 +181,9 @@ class ClientDriving:
 
     def _opdone(self, act):
         rec = act.record
-        entry = self.files.pop(act.op_id, None)
-        if rec['op'] != 'download':
+        if rec['op'] != 'download':         # only a download has a file (see _filedata)
             return
+        entry = self.files.pop(act.op_id, None)
         if entry is None and rec['ok']:        # an empty file: nothing arrived to write
             entry = (None, self._temporary(rec['name']))
             open(entry[1], 'wb').close()

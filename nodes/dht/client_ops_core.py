@@ -21,60 +21,15 @@ sent (`ops`, at most the window, only while that connection is open); a peer con
 is busy with one download or idle for the next one to the same holder.
 """
 
-import sys
 from collections import deque
-from dataclasses import dataclass, field
 
 from repronet.logline import rounded
 
 from . import codec
+from .client_actions import Close, Connect, FileData, Notice, OpDone, Send
 from .client_core import ChannelError, ServerLinks
 from .server_core import valid_name
 from .download_core import Download, DownloadError
-
-
-# The actions and events are plain dataclasses, not frozen ones: the core makes a Send per
-# request and an OpDone per operation, and under CPython a frozen dataclass's __init__
-# (object.__setattr__ for each field) costs twice a plain one's. Nothing hashes them or
-# changes them once made (a driver may add to an OpDone's record dict, as before). Slotted
-# where dataclasses can be (3.10 on; Debian's pypy3 is a 3.9).
-_PLAIN = {'slots': True} if sys.version_info >= (3, 10) else {}
-
-
-@dataclass(**_PLAIN)
-class Connect:
-    conn: tuple
-    addr: str           # 'IP:PORT' (index servers: their address from --servers)
-
-
-@dataclass(**_PLAIN)
-class Send:
-    conn: tuple
-    data: bytes
-
-
-@dataclass(**_PLAIN)
-class Close:
-    conn: tuple
-
-
-@dataclass(**_PLAIN)
-class OpDone:
-    op_id: int
-    record: dict = field(compare=False)
-
-
-@dataclass(**_PLAIN)
-class FileData:
-    op_id: int
-    name: str
-    offset: int
-    data: bytes
-
-
-@dataclass(**_PLAIN)
-class Notice:
-    text: str
 
 
 class _Op:
@@ -91,7 +46,12 @@ class _Op:
 
 
 class ClientOps:
-    """Every operation of one client, over a ring of index servers and holder peers."""
+    """Every operation of one client, over a ring of index servers and holder peers.
+
+    `direct` False turns off the short paths of a search (`_request`'s and a lone answer's
+    in `receive`), which `tests/test_dht_client_paths.py` compares with the general ones."""
+
+    direct = True
 
     def __init__(self, routing, addrs, window=1, timeout=5.0, limit=1):
         self.routing = routing                  # client_core.ClientCore
@@ -140,17 +100,25 @@ class ClientOps:
         """Bytes arrived on conn."""
         if conn[0] == 'index':
             srv = self.servers[conn[1]]
-            try:
-                replies = srv.channel.receive(data, now)
-            except ChannelError as exc:
-                self._server_failed(srv, str(exc), now)
-                return
-            for req, reply in replies:
-                op = srv.ops.pop(req, None)
+            answer = srv.channel.lone_answer(data) if self.direct else None
+            if answer is not None:
+                op = srv.ops.pop(answer[0], None)
                 if op is not None:
-                    self._reply(op, conn[1], reply, now)
-            self._pump(srv, now)
-            self._untimed(srv)
+                    self._answered(op, conn[1], answer, now)
+            else:
+                try:
+                    replies = srv.channel.receive(data, now)
+                except ChannelError as exc:
+                    self._server_failed(srv, str(exc), now)
+                    return
+                for req, reply in replies:
+                    op = srv.ops.pop(req, None)
+                    if op is not None:
+                        self._reply(op, conn[1], reply, now)
+            if srv.queue:
+                self._pump(srv, now)
+            if srv.deadline is None and not srv.channel.outstanding:
+                self._timed.pop(srv, None)      # _untimed(srv), here after every reply
         else:
             self._peer_data(conn, data, now)
         self._start(now)
@@ -227,22 +195,23 @@ class ClientOps:
         """Start queued operations while fewer than `limit` run."""
         while self.todo and len(self.active) < self.limit:
             spec = self.todo.popleft()
-            self._ids += 1
-            op = _Op(self._ids, spec[0], spec[1] if len(spec) == 2 else spec[2][0], now)
-            self.active[op.id] = op
+            self._ids = op_id = self._ids + 1
             if len(spec) == 2:
-                bad = valid_name(op.name) if op.kind == 'download' else None
+                kind, name = spec
+                op = self.active[op_id] = _Op(op_id, kind, name, now)
+                bad = valid_name(name) if kind == 'download' else None
                 if bad:                  # never write outside the downloads folder
                     self._end(op, False, now, error=bad)
                     continue
-                op.candidates, op.failures = self.routing.candidates(op.name), []
+                op.candidates, op.failures = self.routing.candidates(name), []
                 self._search_next(op, now)
             else:
-                _, kind, names, servers, addr, batched = spec
+                opname, kind, names, servers, addr, batched = spec
+                op = self.active[op_id] = _Op(op_id, opname, names[0], now)
                 op.extra = {'files': len(names)} if batched else {}
                 op.server, op.waiting, op.errors = servers[0], set(servers), []
                 for s in servers:
-                    self._request(s, op, kind, addr, tuple(names), now=now)
+                    self._request(s, op, kind, (addr, tuple(names)), now)
 
     def _search_next(self, op, now):
         """Ask the next candidate server, or end the search when none is left."""
@@ -254,7 +223,7 @@ class ClientOps:
             return
         op.server = op.candidates.pop(0)
         op.waiting = {op.server}
-        self._request(op.server, op, codec.Search, op.name, now=now)
+        self._request(op.server, op, codec.Search, (op.name,), now)
 
     def _reply(self, op, server, reply, now):
         """A reply (or a failure, reply None + text) for op from server."""
@@ -286,6 +255,23 @@ class ClientOps:
             errs = {'error': '; '.join(op.errors)} if op.errors else {}
             self._end(op, not op.errors, now, **op.extra, **errs)
 
+    def _answered(self, op, server, answer, now):
+        """_reply of a FOUND or NOTFOUND read alone (`Channel.lone_answer`: answer is (req,
+        name, holders or None)). A search ends here, as _reply ends it, without the message
+        object; any other operation gets the message through _reply."""
+        req, name, holders = answer
+        if op.kind != 'search':
+            self._reply(op, server, codec.NotFound(req, name) if holders is None
+                        else codec.Found(req, name, holders), now)
+            return
+        op.waiting.discard(server)
+        if self.routing.down:
+            self.routing.mark_up(server)
+        if holders is None:
+            self._end(op, False, now, error='not found', holders=0)
+        else:
+            self._end(op, True, now, holders=len(holders))
+
     def _end(self, op, ok, now, nbytes=0, **extra):
         """Record op (with the core's now) and free its slot."""
         self.active.pop(op.id, None)
@@ -308,8 +294,14 @@ class ClientOps:
         if srv.deadline is None and not srv.channel.outstanding:
             self._timed.pop(srv, None)
 
-    def _request(self, server, op, kind, *fields, now):
+    def _request(self, server, op, kind, fields, now):
+        """Send op's request to server now if its connection is open with nothing queued and
+        room in the window (every search of a client with one request out at a time: no
+        queueing, opening or pumping for it), else queue it and open or pump."""
         srv = self.servers[server]
+        if srv.state == 'open' and not srv.queue and srv.channel.can_send() and self.direct:
+            self._send(srv, op, kind, fields, now)
+            return
         srv.queue.append((op, kind, fields))
         self._open(srv, now)
         self._pump(srv, now)
@@ -318,11 +310,15 @@ class ClientOps:
         """Send queued requests while the window has room."""
         while srv.state == 'open' and srv.queue and srv.channel.can_send():
             op, kind, fields = srv.queue.popleft()
-            req, data = srv.channel.send(kind, now, *fields)
-            srv.ops[req] = op
-            self._timed[srv] = None
-            self.messages_sent += 1
-            self._out.append(Send(srv.conn, data))
+            self._send(srv, op, kind, fields, now)
+
+    def _send(self, srv, op, kind, fields, now):
+        """Send op's request kind(fields) on srv, open with room in its window."""
+        req, data = srv.channel.send(kind, now, *fields)
+        srv.ops[req] = op
+        self._timed[srv] = None
+        self.messages_sent += 1
+        self._out.append(Send(srv.conn, data))
 
     def _server_failed(self, srv, reason, now, close=True):
         """Give up on a connection: every request on it, sent or queued, fails with reason."""

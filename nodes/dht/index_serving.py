@@ -174,14 +174,16 @@ class IndexLink:
                 self.soon = self.call_soon(self._more)
         else:
             self.resume_reading()
-        self.book.hold(self, self.conn.buffered)
+        buffered, book = self.conn.buffered, self.book
+        if buffered != self.held or book.buffered > book.max_buffered:
+            book.hold(self, buffered)       # else it would change nothing: a call less
         self._arm()
 
     def _arm(self):
         """Have the timer fire by the core's next deadline (a later one re-arms on firing)."""
         when = self.conn.get_timer()
-        if when is None or self.closing() or self.timer is not None and self.timer[0] <= when:
-            return
+        if when is None or self.timer is not None and self.timer[0] <= when or self.closing():
+            return          # (closing() asked last: mostly the timer is early enough)
         if self.timer is not None:
             self.timer[1].cancel()
         self.timer = (when, self.call_at(when, self._fire))

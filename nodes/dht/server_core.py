@@ -61,6 +61,7 @@ FRAME_TIMEOUT = 30.0        # seconds from a frame's first byte to its last
 _U16 = struct.Struct('>H')
 _U32 = struct.Struct('>I')
 _HEAD = 4 + 6               # frame length, then version, type, req (codec's frame header)
+_SEARCH = codec.Search.TYPE
 
 
 def valid_name(name):
@@ -193,10 +194,10 @@ class ServerConnection:
         """Feed bytes; return (reply bytes of the next batch, whether to close)."""
         if not (self._raw or self._inbox or self.output_paused or self._eof) \
                 and self.fast_search:
-            search = self._lone_search(data)
-            if search is not None:      # what _answer leaves after answering it
+            reply = self._lone_search(data)
+            if reply is not None:       # what _answer leaves after answering it
                 self._last, self._unfinished, self._begun, self._held = now, True, None, False
-                return self.core.search_frame(*search), False
+                return reply, False
         if data and not self.decoder.broken:
             self._last = now
             self._raw += data
@@ -206,18 +207,22 @@ class ServerConnection:
         return self._answer(now)
 
     def _lone_search(self, data):
-        """search_frames.read of data when it is one whole SEARCH frame that _decode would
-        hand to search_frames (the decoder between frames, the length within its bound), else
-        None. Why: a client with one search out at a time (the simulator's) sends exactly
-        that, and answering it here skips the buffer, the inbox and the batch loop; the
-        state afterwards is the one they leave (`tests/test_dht_search_frames.py`)."""
-        n = len(data)
-        if n < _HEAD + 2 or not self.decoder.between_frames():
+        """The reply to data, as _reply answers what search_frames.read gives, when data is
+        one whole well-formed SEARCH frame that _decode would hand to search_frames (the
+        decoder between frames, `codec.lone_frame`: the length within its bound), else None
+        (nothing answered or counted). Why: a client with one search out at a time (the
+        simulator's) sends exactly that, and answering it here skips the buffer, the inbox
+        and the batch loop; the state afterwards is the one they leave
+        (`tests/test_dht_search_frames.py`)."""
+        if not self.decoder.between_frames():
             return None
-        length = _U32.unpack_from(data)[0]
-        if length + 4 != n or length > self.decoder.max_frame:
+        frame = codec.lone_frame(data, self.decoder.max_frame)
+        if frame is None or frame[0] != _SEARCH:
             return None
-        return search_frames.read(data, 0, length)
+        name = codec.str_to_end(data, _HEAD, len(data))
+        if name is None:
+            return None
+        return self.core.search_frame(frame[1], name, bytes(data[_HEAD:]))
 
     def more(self, now):
         """Return the next batch of replies (the driver's loop came round again)."""
@@ -248,7 +253,10 @@ class ServerConnection:
         return self._eof and not self.waiting
 
     def get_timer(self):
-        """When handle_timer must be called next (the idle or the frame deadline), or None."""
+        """When handle_timer must be called next (the idle or the frame deadline), or None.
+        Asked after every answer, when mostly no frame is begun: then the idle deadline."""
+        if self._begun is None:         # no frame deadline (see _deadlines)
+            return None if self.idle_timeout is None else self._last + self.idle_timeout
         idle, frame = self._deadlines()
         if idle is None or frame is not None and frame < idle:
             return frame
