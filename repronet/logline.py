@@ -200,9 +200,7 @@ record = _record_by_shape if sys.implementation.name == 'cpython' and _call else
     _record_by_field
 
 
-_SCALES = {6: 1e6, 7: 1e7}
-_HALF_MARGIN = 2.0 ** -10   # far wider than an ulp of x * 10 ** digits below 2 ** 40
-_BELOW_HALF, _ABOVE_HALF = 0.5 - _HALF_MARGIN, 0.5 + _HALF_MARGIN
+_TO_INTEGER = 2.0 ** 52     # p + 2**52 - 2**52 is p rounded to an integer, half to even
 
 
 def rounded(x, digits):
@@ -211,20 +209,22 @@ def rounded(x, digits):
     under PyPy, twice per operation record, against a fiftieth here.
 
     Why it is the same: round() rounds the exact x * 10 ** digits to an integer N (half to
-    even) and returns the double nearest N / 10 ** digits. Below 2 ** 40 the product p
-    computed in floating point is within 2 ** -13 of the exact one, so unless its fraction
-    lies within _HALF_MARGIN of a half, both round to the same N; N and 10 ** digits are
-    exact doubles and IEEE division is correctly rounded, so N / 10 ** digits is that
-    nearest double. Near a half, and for anything else, round() itself answers. The whole
-    part of p is p // 1.0: exact for a positive double, as float(int(p)), without two calls.
-    ``tests/test_logline.py`` compares the two."""
-    scale = _SCALES.get(digits)
-    if scale is not None and type(x) is float and 0.0 < x < 1e5:    # not -0.0
+    even) and returns the double nearest N / 10 ** digits. The product p computed in
+    floating point is that exact product correctly rounded, and below 2 ** 52 every
+    integer and half is a double, so (rounding being monotonic) p lies on the same side of
+    every half as the exact product, or on the half itself: unless p is a half, both round
+    to the same N. N and 10 ** digits are exact doubles and IEEE division is correctly
+    rounded, so N / 10 ** digits is that nearest double. At a half, and for anything else,
+    round() itself answers. The nearest integer n to p: adding 2 ** 52 (where a double's
+    ulp is 1) rounds the fraction away and subtracting gives n back exactly; d = p - n is
+    exact too (Sterbenz), in [-0.5, 0.5], and d * d < 0.25 holds only off the halves. Fewer
+    steps than p // 1.0 and two tests of the fraction (a sixth fewer instructions a call
+    under CPython). ``tests/test_logline.py`` compares the two."""
+    if type(x) is float and 0.0 < x < 1e5 and (digits == 6 or digits == 7):   # not -0.0
+        scale = 1e6 if digits == 6 else 1e7
         p = x * scale
-        n = p // 1.0
-        frac = p - n
-        if frac < _BELOW_HALF:
+        n = p + _TO_INTEGER - _TO_INTEGER
+        d = p - n
+        if d * d < 0.25:
             return n / scale
-        if frac > _ABOVE_HALF:
-            return (n + 1.0) / scale
     return round(x, digits)

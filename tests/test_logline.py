@@ -87,7 +87,8 @@ def _bits(x):
 
 @settings(max_examples=2000, deadline=None)
 @given(st.one_of(st.floats(0, 1e5), st.floats(0, 1e-3), st.floats(0, 1.0),
-                 st.floats(9.9e4, 1.1e5), st.floats(allow_nan=True, allow_infinity=True),
+                 st.floats(9.9e4, 1.1e5), st.floats(1e5, 1e12),
+                 st.floats(allow_nan=True, allow_infinity=True),
                  st.integers(0, 10 ** 8).map(lambda k: (k + 0.5) / 1e6),
                  st.integers(0, 10 ** 8).map(lambda k: (k + 0.5) / 1e7),
                  st.integers(-10 ** 6, 10 ** 6)),
@@ -108,7 +109,7 @@ def test_rounded_is_round_bit_for_bit(x, digits):
 def test_rounded_on_many_random_times():
     rng = random.Random(7)
     for _ in range(200000):
-        x = rng.random() * rng.choice([1e-6, 1e-3, 1.0, 30.0, 1e3, 9.9e4])
+        x = rng.random() * rng.choice([1e-6, 1e-3, 1.0, 30.0, 1e3, 9.9e4, 1e5, 1e9])
         digits = rng.choice([6, 7])
         assert _bits(logline.rounded(x, digits)) == _bits(round(x, digits)), (x, digits)
 
