@@ -205,3 +205,33 @@ def test_zeros_are_never_remembered_as_each_other():
         rec = {'t': 1.5, 'event': 'op', 'latency': value}
         assert logline.record(rec) == _expected(1.5, 'op', {'latency': value})
 
+
+def test_the_simulated_log_keeps_records_and_writes_in_order_and_spills(tmp_path):
+    """repronet.sim.process's log: op records (log.record) and other lines (log.write)
+    wait in memory in their order, go to the file once 64 KiB wait, and all of them by
+    spill()."""
+    from types import SimpleNamespace
+    from repronet.sim import process
+    proc = SimpleNamespace(engine=SimpleNamespace(now=2.5), is_ready=False)
+    path = tmp_path / 'node.log'
+    log = process._Log(proc, str(path))
+    expected = []
+    log.write('ready', port=5)
+    expected.append(logline.line(2.5, 'ready', {'port': 5}))
+    assert proc.is_ready
+    rng = random.Random(3)
+    for spilled in range(3):
+        while sum(map(len, expected)) < (spilled + 1) * log.LIMIT:
+            rec = {'t': rng.random() * 100, 'event': 'op', 'op': 'search',
+                   'name': 'f%d' % rng.randrange(10 ** 6), 'ok': rng.random() < 0.9,
+                   'latency': rng.random() * 1e-3, 'server': 's1', 'bytes': 0, 'holders': 1}
+            log.record(rec)
+            expected.append(logline.line(rec['t'], 'op', {k: v for k, v in rec.items()
+                                                           if k not in ('t', 'event')}))
+        written = path.read_text()      # records alone spill once 64 KiB wait
+        assert len(written) > spilled * log.LIMIT and ''.join(expected).startswith(written)
+        t = rng.random()
+        log.write('note', t=t, n=spilled)
+        expected.append(logline.line(t, 'note', {'n': spilled}))
+    log.spill()
+    assert path.read_text() == ''.join(expected)
