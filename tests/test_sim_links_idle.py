@@ -114,3 +114,31 @@ def test_the_short_path_is_taken_on_an_idle_port_and_not_on_a_busy_one():
     assert forward(0.0025, 0.0025, 1000, 1) == (0.004 + 0.001, 0.004 + 0.001, 1, 1000)
     assert port.queue() == [(0.003, 1), (0.004, 1)] and port.queued == 2
     assert port.sent == 4 and port.bytes == 3000 and port.general == 1
+
+
+CHANGES = [('loss', 0.5), ('loss', 1.0), ('jitter', 0.002), ('rate', None), ('limit', 3),
+           ('up', False), ('rate', 1e5), ('limit', 60)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(CHANGES), TRAINS), min_size=1, max_size=5),
+       st.integers(0, 2**32))
+def test_a_port_changed_mid_run_leaves_the_short_path_as_enqueue_would(changes, seed):
+    """Port.fits follows every attribute it is made of, not only up: a port set lossy,
+    jittered, unshaped or with a smaller queue after it took trains (a fault step that
+    changes a link) answers through forward as through enqueue. fits was computed only
+    when up was set, so a port made lossy later still took the short path (no loss)."""
+    params = DirectionParams(100, 1.0, 0.0, 0.0, None)
+    short, general = Port('a', 'b', params), Port('a', 'b', params)
+    rng_short, rng_general = random.Random(seed), random.Random(seed)
+    forward = _forwarding(short, rng_short)
+    first = 0.0
+    for (name, value), trains in changes:
+        setattr(short, name, value)
+        setattr(general, name, value)
+        for gap, spread, nbytes, packets, _ in trains:
+            first += gap + 0.01         # mostly idle again: the short path's case
+            got = forward(first, first + spread, nbytes, packets)
+            want = general.enqueue(first, first + spread, nbytes, packets, rng_general)
+            assert got == want and _state(short) == _state(general), (name, value)
+    assert rng_short.random() == rng_general.random()

@@ -26,6 +26,7 @@ The model (DESIGN.md, "Simulation backend", states it for users):
 """
 
 import collections
+import operator
 import random
 
 from repronet.emu.linkemu_params import link_directions
@@ -33,36 +34,48 @@ from repronet.emu.linkemu_params import link_directions
 DEFAULT_QUEUE = 1000        # packets: an interface's default txqueuelen
 
 
+def _refitting(slot, doc):
+    """A Port property kept in slot whose every change sets the port's fits again (reads
+    of it are a C attrgetter; the port's own paths read the slot)."""
+    def put(port, value):
+        setattr(port, slot, value)
+        port._refit()
+    return property(operator.attrgetter(slot), put, doc=doc)
+
+
 class Port:
     """One direction of one link: queue, serialisation, propagation, loss."""
 
-    __slots__ = ('src', 'dst', 'rate', 'delay', 'jitter', 'loss', 'limit', '_up', 'fits',
+    __slots__ = ('src', 'dst', '_rate', 'delay', '_jitter', '_loss', '_limit', '_up', 'fits',
                  'busy_until', 'backlog', 'queued', 'sent', 'dropped', 'overflow', 'bytes',
                  'params')
 
     def __init__(self, src, dst, params):
         self.src, self.dst, self.params = src, dst, params
-        self.rate = params.bw * 1e6 / 8 if params.bw else None     # bytes per second
+        self._rate = params.bw * 1e6 / 8 if params.bw else None    # bytes per second
         self.delay = params.delay_ms / 1000.0
-        self.jitter = params.jitter_ms / 1000.0
-        self.loss = params.loss / 100.0
-        self.limit = params.max_queue_size or DEFAULT_QUEUE
+        self._jitter = params.jitter_ms / 1000.0
+        self._loss = params.loss / 100.0
+        self._limit = params.max_queue_size or DEFAULT_QUEUE
         self.up = True                          # and fits
         self.busy_until = 0.0
         self.backlog = collections.deque()      # (time its last byte leaves, packets); queue()
         self.queued = 0                         # packets waiting or being serialised
         self.sent = self.dropped = self.overflow = self.bytes = 0
 
-    @property
-    def up(self):
-        """False while the link is down: everything offered is dropped."""
-        return self._up
+    def _refit(self):
+        """fits from what decides it (Network.forward's short path): every one of up, rate,
+        loss, jitter and limit sets it again when it changes (a fault step, a test), so that
+        the short path never runs on a port that became down, unshaped, lossy or jittered,
+        nor takes a train its queue no longer holds."""
+        plain = self._up and self._rate is not None and not self._loss and not self._jitter
+        self.fits = self._limit if plain else -1
 
-    @up.setter
-    def up(self, up):
-        self._up = up
-        plain = up and self.rate is not None and not self.loss and not self.jitter
-        self.fits = self.limit if plain else -1     # Network.forward's short path
+    up = _refitting('_up', 'False while the link is down: everything offered is dropped.')
+    rate = _refitting('_rate', 'Bytes per second, or None: unshaped.')
+    loss = _refitting('_loss', 'The probability that a packet is lost here.')
+    jitter = _refitting('_jitter', 'Seconds: the propagation delay varies by up to this.')
+    limit = _refitting('_limit', 'Packets the queue holds.')
 
     def enqueue(self, first, last, nbytes, packets, rng):
         """Offer a train whose first packet arrives at time first and last at last; return
@@ -81,12 +94,12 @@ class Port:
             backlog = self.backlog = collections.deque(self.queue())
         while backlog and backlog[0][0] <= first:
             self.queued -= backlog.popleft()[1]
-        if self.queued + packets > self.limit:
+        if self.queued + packets > self._limit:
             self.overflow += packets
             return None
         lost = 0
-        if self.loss:
-            lost = sum(1 for _ in range(packets) if rng.random() < self.loss)
+        if self._loss:
+            lost = sum(1 for _ in range(packets) if rng.random() < self._loss)
             if lost == packets:
                 self.dropped += packets
                 return None
@@ -94,9 +107,9 @@ class Port:
             nbytes -= nbytes * lost // packets
             packets -= lost
         start, finish = max(first, self.busy_until), last
-        if self.rate is not None:
-            one = nbytes / packets / self.rate
-            finish = max(start + nbytes / self.rate, last + one)
+        if self._rate is not None:
+            one = nbytes / packets / self._rate
+            finish = max(start + nbytes / self._rate, last + one)
             start += one
             self.busy_until = finish
             backlog.append((finish, packets))
@@ -104,8 +117,8 @@ class Port:
         self.sent += packets
         self.bytes += nbytes
         delay = self.delay
-        if self.jitter:
-            delay = max(0.0, delay + rng.uniform(-self.jitter, self.jitter))
+        if self._jitter:
+            delay = max(0.0, delay + rng.uniform(-self._jitter, self._jitter))
         return start + delay, finish + delay, packets, nbytes
 
     def queue(self):
@@ -267,7 +280,7 @@ class Network:
                 return
             first, last, packets, nbytes = times
         else:                           # idle: the short path
-            rate = port.rate
+            rate = port._rate
             one = nbytes / packets / rate
             finish = first + nbytes / rate
             if finish < last + one:
