@@ -37,7 +37,7 @@ class ClientCore:
 
     def storing(self, name):
         """Return the servers that store name, owner first."""
-        return self.ring.preference(name, self.replicas + 1)     # Ring.replicas, a call less
+        return self.ring.replicas(name, self.replicas)
 
     def batches(self, names):
         """Group names by storing server: list of (server, tuple of names), one per server."""
@@ -66,7 +66,7 @@ class ClientCore:
     def candidates(self, name):
         """Servers to ask for name, in preference order, servers marked down last (a new
         list: the caller uses it up)."""
-        pref = self.ring.preference(name, self.replicas + 1)    # storing(name): a new list
+        pref = self.storing(name)      # Ring.preference gives a new list every time
         if not self.down:           # the usual case: no list built again
             return pref
         return [s for s in pref if s not in self.down] + [s for s in pref if s in self.down]

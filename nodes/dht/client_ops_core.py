@@ -117,8 +117,7 @@ class ClientOps:
                         self._reply(op, conn[1], reply, now)
             if srv.queue:
                 self._pump(srv, now)
-            if srv.deadline is None and not srv.channel.outstanding:
-                self._timed.pop(srv, None)      # _untimed(srv), here after every reply
+            self._untimed(srv)
         else:
             self._peer_data(conn, data, now)
         self._start(now)

@@ -58,13 +58,8 @@ class _Log:
             self.proc.is_ready = True
 
     def record(self, rec):
-        """write(**rec) for a record that holds its own t and event (``logline.record``);
-        text()'s work done here, one call fewer for every op record of every client."""
-        line = logline.record(rec)
-        self.lines.append(line)
-        self.size += len(line)
-        if self.size >= self.LIMIT:
-            self.spill()
+        """write(**rec) for a record that holds its own t and event (``logline.record``)."""
+        self.text(logline.record(rec))
 
     def text(self, line, flush=False):
         """Append a line (it ends with a newline)."""
