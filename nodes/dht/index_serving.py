@@ -174,9 +174,7 @@ class IndexLink:
                 self.soon = self.call_soon(self._more)
         else:
             self.resume_reading()
-        buffered, book = self.conn.buffered, self.book
-        if buffered != self.held or book.buffered > book.max_buffered:
-            book.hold(self, buffered)       # else it would change nothing: a call less
+        self.book.hold(self, self.conn.buffered)
         self._arm()
 
     def _arm(self):
