@@ -146,11 +146,11 @@ def test_smoke_run_end_to_end(tmp_path):
                           ).returncode != 0
     assert not list((work / 'names').iterdir())
     # --downloads-in auto: a smoke run's downloads fit in memory (a tmpfs on Debian), and
-    # each point removed its own
+    # the run removed its memory folder when it ended
     downloads = points[points['op'] == 'download']
     memory = scratch.memory_workdir('dht8')
     assert memory and len(downloads) and (downloads['downloads_fs'] == 'tmpfs').all()
-    assert not list(pathlib.Path(memory, 'downloads').iterdir())
+    assert not pathlib.Path(memory).exists()
     assert not (work / 'downloads').exists()
     assert 'Downloads were written on tmpfs in %d points (`--downloads-in auto`' % len(
         downloads) in (out / 'report.md').read_text()
@@ -194,3 +194,34 @@ def test_smoke_run_with_a_cpu_for_the_link_daemons(tmp_path):
     if os.path.exists(cpu_span.USAGE):
         assert all(r['cpu']['judged_cpus'] == usable[:-1] for r in records)
     assert 'set apart for the link delay daemons' in (out / 'report.md').read_text()
+
+
+@pytest.mark.root
+@pytest.mark.timeout(900)    # includes waiting for the machine lock; the run takes ~20 s
+def test_a_killed_runs_memory_folder_goes_with_repronet_clean(tmp_path):
+    """An emulated run marks its memory folder (/dev/shm/repronet-dht8) as guarded by the
+    machine lock; SIGKILLed, it cannot remove it, and `repronet clean` does (before, it
+    stayed, downloads and all, until the next dht8 run)."""
+    import signal
+    import time
+    from repronet.run import memory_folders
+    memory = pathlib.Path(scratch.memory_workdir('dht8'))
+    mark = memory / memory_folders.MACHINE
+    run = subprocess.Popen(['/usr/bin/python3', 'topologies/dht8.py', '--scale', 'smoke',
+                            '--parts', 'I', '--out', str(tmp_path / 'run'),
+                            '--workdir', str(tmp_path / 'work')], cwd=REPO,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600          # the machine lock may be busy first
+    try:
+        while not mark.exists() and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists(), 'the run never marked its memory folder'
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    assert memory.exists()                      # nobody removed it after the kill
+    clean = subprocess.run(['/usr/bin/python3', '-m', 'repronet', 'clean'], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert 'memory folder %s (of an emulated run)' % memory in clean.stdout + clean.stderr
+    assert not memory.exists()

@@ -110,3 +110,46 @@ def test_a_killed_simulated_dht8_run_leaves_a_folder_clean_removes(tmp_path):
     assert folder.exists()                          # nobody removed it after the kill
     assert any(str(folder) in item for item in memory_folders.remove_stale())
     assert not folder.exists()
+
+
+def test_an_emulated_runs_folder_goes_only_under_the_machine_lock(tmp_path):
+    """An emulated run's folder (marked MACHINE) is removed by a caller holding the machine
+    lock, as clean() does, and left by one that does not say so."""
+    base = tmp_path / 'shm'
+    base.mkdir()
+    folder = base / 'repronet-dht8'
+    memory_folders.mark_machine(str(folder))
+    (folder / 'downloads').mkdir()
+    (folder / 'downloads' / 'f1').write_bytes(b'x' * 100)
+    assert memory_folders.remove_stale(str(base)) == []
+    assert folder.exists()
+    assert memory_folders.remove_stale(str(base), machine_locked=True) == [
+        'memory folder %s (of an emulated run)' % folder]
+    assert not folder.exists()
+
+
+def test_clean_removes_an_emulated_runs_folder_unless_its_runner_lives(tmp_path, monkeypatch):
+    """leftovers.clean() (under the machine lock) takes a killed emulated run's folder with
+    it, and keeps it while the run that wrote the state is alive."""
+    base = tmp_path / 'shm'
+    base.mkdir()
+    folder = base / 'repronet-dht8'
+    memory_folders.mark_machine(str(folder))
+    monkeypatch.setattr(memory_folders, 'BASE', str(base))
+    monkeypatch.setattr(leftovers, '_links', lambda: [])       # nothing else of the machine's
+    monkeypatch.setattr(leftovers.namespaces, 'probe_namespaces', lambda age: [])
+    monkeypatch.setattr(leftovers.namespaces, 'bench_namespaces', lambda: [])
+    monkeypatch.setattr(leftovers, '_stale_cgroups', lambda: [])
+    monkeypatch.setattr(leftovers.State, 'load', staticmethod(lambda path: _Alive()))
+    assert not any(str(folder) in item for item in leftovers.clean(say=False))
+    assert folder.exists()
+    monkeypatch.setattr(leftovers.State, 'load', staticmethod(lambda path: None))
+    assert 'memory folder %s (of an emulated run)' % folder in leftovers.clean(say=False)
+    assert not folder.exists()
+
+
+class _Alive:
+    """A recorded run state whose runner is alive."""
+
+    def runner_alive(self):
+        return 4242

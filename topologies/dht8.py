@@ -260,15 +260,18 @@ class Dht8(Experiment):
         memory = dht8_plan.memory_downloads(ctx.params)
         if memory:      # what a killed run left in memory (this run's own folder)
             shutil.rmtree(memory, ignore_errors=True)
-            if not ctx.runs_programs():     # so `repronet clean` knows whose it is
+            if ctx.runs_programs():         # so `repronet clean` knows whose it is
+                memory_folders.mark_machine(os.path.dirname(memory))
+            else:
                 memory_folders.mark(os.path.dirname(memory), ctx.params.workdir)
 
     def finish(self, ctx):
-        """A simulated run removes its memory folder (named after its --workdir, so a
-        --workdir used once would leave it behind; a killed one's goes with `repronet clean`);
-        an emulated run's is dht8's one folder, emptied by the next run's setup."""
+        """Remove the run's memory folder: a simulated run's is named after its --workdir
+        (a --workdir used once would leave it behind), an emulated run's is dht8's one
+        folder; a killed run's goes with `repronet clean` or the next emulated run's clean
+        (repronet.run.memory_folders)."""
         memory = dht8_plan.memory_downloads(ctx.params)
-        if memory and not ctx.runs_programs():
+        if memory:
             shutil.rmtree(os.path.dirname(memory), ignore_errors=True)
 
     def run_point(self, ctx, point):

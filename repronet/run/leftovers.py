@@ -333,7 +333,7 @@ def _stale_cgroups():
 
 def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
     """Remove what an earlier crashed run left; print (if say) and return
-    what went."""
+    what went. The caller holds the machine lock (no emulated run is alive)."""
     done = namespaces.probe_namespaces(probe_age) + namespaces.bench_namespaces()
     state = State.load(state_path)
     live = state.runner_alive() if state is not None else None
@@ -344,7 +344,9 @@ def clean(state_path=STATE_PATH, say=True, probe_age=namespaces.PROBE_AGE):
         done += state.clear()
     if not live:
         done += _stale_cgroups()
-    done += memory_folders.remove_stale()      # a simulated run's, by its --workdir lock
+    # a simulated run's, by its --workdir lock; an emulated run's unless its runner lives
+    # (clean() runs under the machine lock: the runner's, `repronet clean`'s)
+    done += memory_folders.remove_stale(machine_locked=not live)
     for name in _links():
         if MININET_INTF.match(name):
             subprocess.run(['ip', 'link', 'del', name], capture_output=True)

@@ -10,6 +10,13 @@ clean`` removes every marked folder whose --workdir lock nobody holds (``remove_
 it takes that lock for the moment of the removal, so a run starting then finds the
 --workdir busy and says so, instead of losing files it has just written. A folder without a
 mark (made before marks existed, or not a run's) is left alone: nothing says whose it is.
+
+An emulated run's folder is guarded by the machine lock instead (one emulated run at a
+time): it is marked ``MACHINE`` (``mark_machine``), the run removes it when it ends, and a
+killed run's goes with the next ``clean()``, which always runs under that lock (the
+runner's before an emulated run, ``repronet clean``'s): before this, only the next run of
+the same experiment emptied it, so downloads of a killed dht8 point (up to a share of the
+machine's memory) stayed in memory through every other experiment's runs.
 """
 
 import fcntl
@@ -17,6 +24,7 @@ import os
 import shutil
 
 MARK = '.workdir'       # inside a run's memory folder: the --workdir whose lock guards it
+MACHINE = '.machine'    # inside an emulated run's: the machine lock guards it
 BASE = '/dev/shm'
 
 
@@ -27,9 +35,20 @@ def mark(folder, workdir):
         f.write(os.path.realpath(workdir) + '\n')
 
 
-def remove_stale(base=BASE):
-    """Remove the marked folders directly under base whose --workdir no live run locks;
-    return a description of each removed."""
+def mark_machine(folder):
+    """Make folder (an emulated run's own, under BASE) and mark it as guarded by the machine
+    lock, which the run holds."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, MACHINE), 'w') as f:
+        f.write('guarded by the machine lock\n')
+
+
+def remove_stale(base=None, machine_locked=False):
+    """Remove the marked folders directly under base whose --workdir no live run locks,
+    and, when the caller holds the machine lock (machine_locked), the folders of emulated
+    runs (no emulated run can be alive then); return a description of each removed.
+    base None is BASE."""
+    base = BASE if base is None else base
     removed = []
     try:
         names = sorted(os.listdir(base))
@@ -37,15 +56,26 @@ def remove_stale(base=BASE):
         return removed
     for name in names:
         folder = os.path.join(base, name)
+        if machine_locked and _is_folder(folder) and \
+                os.path.exists(os.path.join(folder, MACHINE)):
+            shutil.rmtree(folder, ignore_errors=True)
+            if not os.path.exists(folder):
+                removed.append('memory folder %s (of an emulated run)' % folder)
+            continue
         workdir = _marked_workdir(folder)
         if workdir is not None and _remove_unless_owned(folder, workdir):
             removed.append('memory folder %s (of --workdir %s)' % (folder, workdir))
     return removed
 
 
+def _is_folder(path):
+    """True for a real folder (a link to one is not a run's)."""
+    return not os.path.islink(path) and os.path.isdir(path)
+
+
 def _marked_workdir(folder):
     """The --workdir written in folder's mark, or None (no mark, not a folder, unreadable)."""
-    if os.path.islink(folder) or not os.path.isdir(folder):
+    if not _is_folder(folder):
         return None
     try:
         with open(os.path.join(folder, MARK)) as f:
