@@ -10,6 +10,7 @@ import math
 import random
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -112,11 +113,16 @@ def test_rounded_on_many_random_times():
         x = rng.random() * rng.choice([1e-6, 1e-3, 1.0, 30.0, 1e3, 9.9e4, 1e5, 1e9])
         digits = rng.choice([6, 7])
         assert _bits(logline.rounded(x, digits)) == _bits(round(x, digits)), (x, digits)
+        by_digits = logline.rounded_6 if digits == 6 else logline.rounded_7    # op records'
+        assert _bits(by_digits(x)) == _bits(round(x, digits)), (x, digits)
 
 
 def test_rounded_leaves_other_digits_to_round():
     assert logline.rounded(2.675, 2) == round(2.675, 2)
     assert logline.rounded(123.456, 0) == round(123.456, 0)
+    for digits in (5, 8, 6.0, None):
+        with pytest.raises(ValueError):
+            logline.rounder(digits)
 
 
 class _Str(str):
