@@ -275,8 +275,8 @@ class ClientOps:
         """Record op (with the core's now) and free its slot."""
         self.active.pop(op.id, None)
         rec = {'t': rounded_6(now), 'event': 'op', 'op': op.kind, 'name': op.name, 'ok': ok,
-               'latency': rounded_7(now - op.t0), 'server': op.server, 'bytes': nbytes}
-        rec.update(extra)
+               'latency': rounded_7(now - op.t0), 'server': op.server, 'bytes': nbytes,
+               **extra}
         self.records.append(rec)
         self.results[op.id] = ok
         self._out.append(OpDone(op.id, rec))
