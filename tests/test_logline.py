@@ -271,3 +271,30 @@ def test_a_node_process_log_writes_many_records_as_each_alone():
     together.records(recs)
     expected = ''.join(json.dumps(rec, separators=(',', ':')) + '\n' for rec in recs)
     assert together.stream.getvalue() == alone.stream.getvalue() == expected
+
+
+def test_records_of_one_shape_then_another_in_one_batch():
+    """_records_by_shape reuses the template of the record before when the shape is the
+    same: runs of one shape, each broken by a record whose keys, order or one value's type
+    differ (a bool where an int was, an int where a float was, a str subclass), each line
+    as json.dumps writes it."""
+    rng = random.Random(41)
+    base = {'t': 1.5, 'event': 'op', 'op': 'search', 'name': 'f', 'ok': True,
+            'latency': 0.000235, 'server': 's1', 'bytes': 0, 'holders': 1}
+    changes = [lambda r: r.update(ok=1), lambda r: r.update(bytes=True),
+               lambda r: r.update(latency=2), lambda r: r.update(holders=1.0),
+               lambda r: r.update(name=_Str('f')), lambda r: r.update(error='x'),
+               lambda r: r.update(ok=None), lambda r: r.pop('server'),
+               lambda r: r.update(server=r.pop('server')), lambda r: r.update(t=5)]
+    recs = []
+    for change in changes * 5:
+        for _ in range(rng.randrange(1, 4)):
+            recs.append(dict(base, t=rng.randrange(1, 10 ** 8) / 1e6, name='f%d' % len(recs)))
+        odd = dict(base, t=rng.randrange(1, 10 ** 8) / 1e6)
+        change(odd)
+        recs.append(odd)
+    expected = ''.join(_expected(rec['t'], rec['event'], {k: v for k, v in rec.items()
+                                                          if k not in ('t', 'event')})
+                       for rec in recs)
+    assert logline._records_by_shape(recs) == expected
+    assert logline._records_by_field(recs) == expected
