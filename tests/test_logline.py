@@ -10,6 +10,7 @@ import math
 import random
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -112,11 +113,16 @@ def test_rounded_on_many_random_times():
         x = rng.random() * rng.choice([1e-6, 1e-3, 1.0, 30.0, 1e3, 9.9e4, 1e5, 1e9])
         digits = rng.choice([6, 7])
         assert _bits(logline.rounded(x, digits)) == _bits(round(x, digits)), (x, digits)
+        by_digits = logline.rounded_6 if digits == 6 else logline.rounded_7    # op records'
+        assert _bits(by_digits(x)) == _bits(round(x, digits)), (x, digits)
 
 
 def test_rounded_leaves_other_digits_to_round():
     assert logline.rounded(2.675, 2) == round(2.675, 2)
     assert logline.rounded(123.456, 0) == round(123.456, 0)
+    for digits in (5, 8, 6.0, None):
+        with pytest.raises(ValueError):
+            logline.rounder(digits)
 
 
 class _Str(str):
@@ -159,7 +165,7 @@ def _random_time(rng):
 
 
 def test_records_written_by_shape_are_the_field_writers_bytes():
-    """The CPython op-record writer (_record_by_shape: a shape's template and converters)
+    """The CPython op-record writer (_records_by_shape: a shape's template and converters)
     against the field writer and json.dumps, on records of a few dozen shapes met again and
     again with other values: the same keys holding values of other types (a bool where an
     int was, NaN where a latency was, a subclass), t and event elsewhere than first, keys
@@ -177,6 +183,7 @@ def test_records_written_by_shape_are_the_field_writers_bytes():
         layouts.append(keys)
     layouts += [['t', 'event', key, 'ok'] for key in (1, True, 1.0, '1')]   # equal keys
     logline._SHAPES.clear()
+    batch, lines = [], []
     for _ in range(20000):
         keys = rng.choice(layouts)
         rec = {key: _random_value(rng) for key in keys}
@@ -184,10 +191,17 @@ def test_records_written_by_shape_are_the_field_writers_bytes():
         rec['event'] = rng.choice(['op', 'op', 'a"b', 5, None])
         fields = {key: value for key, value in rec.items() if key not in ('t', 'event')}
         expected = _expected(rec['t'], rec['event'], fields)
-        assert logline._record_by_shape(rec) == expected, rec
+        assert logline._records_by_shape((rec,)) == expected, rec
         assert logline._record_by_field(rec) == expected, rec
+        batch.append(rec)
+        lines.append(expected)
+        if rng.random() < 0.01:     # many records at once: each line in its place
+            assert logline._records_by_shape(batch) == ''.join(lines)
+            assert logline._records_by_field(batch) == ''.join(lines)
+            batch, lines = [], []
     prepared = [shape for shape, how in logline._SHAPES.items() if how is not None]
     assert len(prepared) > 50      # the shape writer wrote many of them itself
+    assert logline._records_by_shape([]) == logline._records_by_field([]) == ''
 
 
 def test_an_op_record_is_written_by_shape_under_cpython():
@@ -195,9 +209,9 @@ def test_an_op_record_is_written_by_shape_under_cpython():
     PyPy by field (its JIT is faster through the field loop)."""
     import sys
     if sys.implementation.name == 'cpython' and sys.version_info >= (3, 11):
-        assert logline.record is logline._record_by_shape
+        assert logline.records is logline._records_by_shape
     else:
-        assert logline.record is logline._record_by_field
+        assert logline.records is logline._records_by_field
 
 
 def test_zeros_are_never_remembered_as_each_other():
@@ -207,9 +221,9 @@ def test_zeros_are_never_remembered_as_each_other():
 
 
 def test_the_simulated_log_keeps_records_and_writes_in_order_and_spills(tmp_path):
-    """repronet.sim.process's log: op records (log.record) and other lines (log.write)
-    wait in memory in their order, go to the file once 64 KiB wait, and all of them by
-    spill()."""
+    """repronet.sim.process's log: op records (log.record, or many by log.records) and other
+    lines (log.write) wait in memory in their order, go to the file once 64 KiB wait, and
+    all of them by spill()."""
     from types import SimpleNamespace
     from repronet.sim import process
     proc = SimpleNamespace(engine=SimpleNamespace(now=2.5), is_ready=False)
@@ -222,12 +236,17 @@ def test_the_simulated_log_keeps_records_and_writes_in_order_and_spills(tmp_path
     rng = random.Random(3)
     for spilled in range(3):
         while sum(map(len, expected)) < (spilled + 1) * log.LIMIT:
-            rec = {'t': rng.random() * 100, 'event': 'op', 'op': 'search',
-                   'name': 'f%d' % rng.randrange(10 ** 6), 'ok': rng.random() < 0.9,
-                   'latency': rng.random() * 1e-3, 'server': 's1', 'bytes': 0, 'holders': 1}
-            log.record(rec)
-            expected.append(logline.line(rec['t'], 'op', {k: v for k, v in rec.items()
-                                                           if k not in ('t', 'event')}))
+            recs = [{'t': rng.random() * 100, 'event': 'op', 'op': 'search',
+                     'name': 'f%d' % rng.randrange(10 ** 6), 'ok': rng.random() < 0.9,
+                     'latency': rng.random() * 1e-3, 'server': 's1', 'bytes': 0, 'holders': 1}
+                    for _ in range(rng.choice([1, 1, 2, 50]))]
+            if len(recs) == 1:
+                log.record(recs[0])
+            else:
+                log.records(recs)
+            expected.extend(logline.line(rec['t'], 'op', {k: v for k, v in rec.items()
+                                                           if k not in ('t', 'event')})
+                            for rec in recs)
         written = path.read_text()      # records alone spill once 64 KiB wait
         assert len(written) > spilled * log.LIMIT and ''.join(expected).startswith(written)
         t = rng.random()
@@ -235,3 +254,47 @@ def test_the_simulated_log_keeps_records_and_writes_in_order_and_spills(tmp_path
         expected.append(logline.line(t, 'note', {'n': spilled}))
     log.spill()
     assert path.read_text() == ''.join(expected)
+
+
+def test_a_node_process_log_writes_many_records_as_each_alone():
+    """nodes.dht.common.JsonLog.records (a real client's op records at its end) writes what
+    record() of each wrote, json.dumps's bytes, in one write."""
+    import io
+    from nodes.dht.common import JsonLog
+    rng = random.Random(41)
+    recs = [{'t': rng.randrange(10 ** 8) / 1e6, 'event': 'op', 'op': 'search', 'name': 'f%d' % i,
+             'ok': rng.random() < 0.9, 'latency': rng.random() * 1e-3, 'server': 's1',
+             'bytes': i, **({'holders': 1} if i % 3 else {'error': 'x'})} for i in range(300)]
+    alone, together = JsonLog(io.StringIO()), JsonLog(io.StringIO())
+    for rec in recs:
+        alone.record(rec)
+    together.records(recs)
+    expected = ''.join(json.dumps(rec, separators=(',', ':')) + '\n' for rec in recs)
+    assert together.stream.getvalue() == alone.stream.getvalue() == expected
+
+
+def test_records_of_one_shape_then_another_in_one_batch():
+    """_records_by_shape reuses the template of the record before when the shape is the
+    same: runs of one shape, each broken by a record whose keys, order or one value's type
+    differ (a bool where an int was, an int where a float was, a str subclass), each line
+    as json.dumps writes it."""
+    rng = random.Random(41)
+    base = {'t': 1.5, 'event': 'op', 'op': 'search', 'name': 'f', 'ok': True,
+            'latency': 0.000235, 'server': 's1', 'bytes': 0, 'holders': 1}
+    changes = [lambda r: r.update(ok=1), lambda r: r.update(bytes=True),
+               lambda r: r.update(latency=2), lambda r: r.update(holders=1.0),
+               lambda r: r.update(name=_Str('f')), lambda r: r.update(error='x'),
+               lambda r: r.update(ok=None), lambda r: r.pop('server'),
+               lambda r: r.update(server=r.pop('server')), lambda r: r.update(t=5)]
+    recs = []
+    for change in changes * 5:
+        for _ in range(rng.randrange(1, 4)):
+            recs.append(dict(base, t=rng.randrange(1, 10 ** 8) / 1e6, name='f%d' % len(recs)))
+        odd = dict(base, t=rng.randrange(1, 10 ** 8) / 1e6)
+        change(odd)
+        recs.append(odd)
+    expected = ''.join(_expected(rec['t'], rec['event'], {k: v for k, v in rec.items()
+                                                          if k not in ('t', 'event')})
+                       for rec in recs)
+    assert logline._records_by_shape(recs) == expected
+    assert logline._records_by_field(recs) == expected

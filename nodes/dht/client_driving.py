@@ -74,8 +74,7 @@ def report(log, error, args, routing, core, ops, elapsed, done, removed=0):
             args.name, len(core.records), len(ops),
             ', removed %d unfinished download(s)' % removed if removed else ''))
     count, ok, nbytes = totals(core.records, ops, core.results)
-    for rec in core.records:
-        log.record(rec)
+    log.records(core.records)
     log.write('summary', flush=True, name=args.name, op=args.op, batch=args.batch,
               window=args.window, replicas=routing.replicas, count=count, ok=ok,
               failed=count - ok, elapsed=round(elapsed, 6), bytes=nbytes,

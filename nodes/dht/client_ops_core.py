@@ -23,7 +23,7 @@ is busy with one download or idle for the next one to the same holder.
 
 from collections import deque
 
-from repronet.logline import rounded
+from repronet.logline import rounded_6, rounded_7
 
 from . import codec
 from .client_actions import Close, Connect, FileData, Notice, OpDone, Send
@@ -274,9 +274,9 @@ class ClientOps:
     def _end(self, op, ok, now, nbytes=0, **extra):
         """Record op (with the core's now) and free its slot."""
         self.active.pop(op.id, None)
-        rec = {'t': rounded(now, 6), 'event': 'op', 'op': op.kind, 'name': op.name, 'ok': ok,
-               'latency': rounded(now - op.t0, 7), 'server': op.server, 'bytes': nbytes}
-        rec.update(extra)
+        rec = {'t': rounded_6(now), 'event': 'op', 'op': op.kind, 'name': op.name, 'ok': ok,
+               'latency': rounded_7(now - op.t0), 'server': op.server, 'bytes': nbytes,
+               **extra}
         self.records.append(rec)
         self.results[op.id] = ok
         self._out.append(OpDone(op.id, rec))

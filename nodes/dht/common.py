@@ -32,6 +32,10 @@ class JsonLog:
         """write(**rec) for a record that holds its own t and event (``logline.record``)."""
         self.stream.write(logline.record(rec))
 
+    def records(self, recs):
+        """record() of each of recs, in one write (``logline.records``)."""
+        self.stream.write(logline.records(recs))
+
 
 def error(text):
     """Print a human-readable error line on stderr."""

@@ -61,6 +61,10 @@ class _Log:
         """write(**rec) for a record that holds its own t and event (``logline.record``)."""
         self.text(logline.record(rec))
 
+    def records(self, recs):
+        """record() of each of recs, as one text (``logline.records``)."""
+        self.text(logline.records(recs))
+
     def text(self, line, flush=False):
         """Append a line (it ends with a newline)."""
         self.lines.append(line)
