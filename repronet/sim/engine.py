@@ -214,7 +214,9 @@ class Engine:
         # "while True" and a break, not "while heap": CPython 3.11 specialises a loop's
         # code on its JUMP_BACKWARD, which "while cond:" lacks (it ran three times slower)
         while True:
-            if posts and (not heap or posts[0] < heap[0]):      # a posted entry is next
+            # a posted entry is next? Their times first (one float comparison); the
+            # entries, (time, sequence) tuples, only when an Event is not later
+            if posts and (not heap or posts[0][0] < heap[0][0] or posts[0] < heap[0]):
                 when, seq, fn, args = pop(posts)
                 if when > limit:
                     push(posts, (when, seq, fn, args))
