@@ -18,11 +18,21 @@ length and comes after at least half that many cancels: constant per cancel.
 A timer moved later (``retime``) keeps its entry, which files it again when it comes up.
 
 Most events are never cancelled: a train entering its next port or reaching its end
-(``Network``: three in four events of a DHT search). ``post`` files those as a bare
-``(time, sequence, None, fn, args)`` entry, without an Event to hand back: making an Event
-(a Python ``__init__``) and packing ``*args`` was a tenth of such an event's cost. The
-sequence is the same counter, so the order is the one ``at`` would give. An Event's entry
-is ``(time, sequence, event, None, None)``: one shape, which the run loop unpacks at once.
+(``Network``: 16,256 of the 16,328 events of a warm DHT search round). ``post`` files
+them as a bare ``(time, sequence, fn, args)`` entry, without an Event to hand back:
+making an Event (a Python ``__init__``) and packing ``*args`` was a tenth of such an
+event's cost. The sequence is the same counter, so the order is the one ``at`` would give.
+
+Two heaps, one order: posted entries have a heap of their own (``_posts``), Events'
+``(time, sequence, event)`` entries another (``_heap``), and the next event is the smaller
+of the two tops by (time, sequence), so the order is that of one heap of both. Why: in a
+DHT search round the Events' heap holds some 400 entries (the clients' reply timeouts and
+the connections' idle timers, most far ahead, and cancelled ones) and the posted trains in
+flight about seven; in one heap, every train's push and pop sifted its (time, sequence,
+...) tuple through the timers' levels, ten tuple comparisons an event, where the trains'
+heap alone takes four, and the timers' heap is touched only when a timer is armed or comes
+up. (Posts rarely share a pending time, 3 % in that round, so a heap of distinct times with
+a list per time would push almost as often.)
 """
 
 import heapq
@@ -59,7 +69,8 @@ class Engine:
     def __init__(self, start=0.0):
         self.now = float(start)
         self.events = 0             # callbacks run so far (the benchmark's events)
-        self._heap = []
+        self._heap = []             # Events' (time, sequence, event) entries
+        self._posts = []            # post()'s (time, sequence, fn, args) entries
         self._seq = 0
         self._dead = 0              # cancelled events still in the heap
         self.signals = 0            # signal()s so far (run's signalled stop)
@@ -70,7 +81,7 @@ class Engine:
             when = self.now
         seq = self._seq = self._seq + 1
         event = Event(when, seq, fn, args, self)
-        heapq.heappush(self._heap, (when, seq, event, None, None))
+        heapq.heappush(self._heap, (when, seq, event))
         return event
 
     def post(self, when, fn, args):
@@ -79,7 +90,7 @@ class Engine:
         if when < self.now:
             when = self.now
         seq = self._seq = self._seq + 1
-        heapq.heappush(self._heap, (when, seq, None, fn, args))
+        heapq.heappush(self._posts, (when, seq, fn, args))
 
     def retime(self, event, when):
         """Run a pending event at when instead; return the Event that stands for it now.
@@ -102,12 +113,12 @@ class Engine:
     def _file(self, when, seq, fn, args):
         """A new event filed in the heap (retime's move to an earlier time)."""
         event = Event(when, seq, fn, args, self)
-        heapq.heappush(self._heap, (when, seq, event, None, None))
+        heapq.heappush(self._heap, (when, seq, event))
         return event
 
     @staticmethod
     def _live(entry):
-        return entry[2] is None or entry[2].alive
+        return entry[2].alive
 
     def _cancelled(self):
         """Count a cancelled event; rebuild a large heap that is mostly cancelled ones."""
@@ -122,50 +133,51 @@ class Engine:
         """Run fn(*args) delay seconds from now; return its Event."""
         return self.at(self.now + max(0.0, delay), fn, *args)
 
-    def _top(self):
-        """The entry of the next live event, or None; drops cancelled entries and files
-        moved events again on the way."""
-        heap, pop = self._heap, heapq.heappop
+    def _next(self):
+        """The heap (``_posts`` or ``_heap``) whose top entry is the next live event, or
+        None; drops cancelled entries and files moved events again on the way."""
+        heap, posts, pop = self._heap, self._posts, heapq.heappop
         while heap:
             entry = heap[0]
+            if posts and posts[0] < entry:
+                return posts
             event = entry[2]
-            if event is None:           # post()'s: live until it runs
-                return entry
             if not event.alive:
                 pop(heap)
                 self._dead = max(0, self._dead - 1)
             elif entry[1] != event.seq:
                 pop(heap)
                 event.filed = event.when
-                heapq.heappush(heap, (event.when, event.seq, event, None, None))
+                heapq.heappush(heap, (event.when, event.seq, event))
             else:
-                return entry
-        return None
+                return heap
+        return posts if posts else None
+
+    def _pop_run(self, heap):
+        """Take the top entry of heap (``_next``'s) and run its callback: post()'s bare one,
+        or an Event's (no longer alive)."""
+        entry = heapq.heappop(heap)
+        self.now = entry[0]
+        self.events += 1
+        if heap is self._posts:
+            entry[2](*entry[3])
+        else:
+            event = entry[2]
+            event.alive = False
+            event.fn(*event.args)
 
     def next_time(self):
         """The time of the next live event, or None when nothing is scheduled."""
-        entry = self._top()
-        return None if entry is None else entry[0]
+        heap = self._next()
+        return None if heap is None else heap[0][0]
 
     def step(self):
         """Run the next live event; return False when there is none."""
-        if self._top() is None:
+        heap = self._next()
+        if heap is None:
             return False
-        entry = heapq.heappop(self._heap)
-        self.now = entry[0]
-        self.events += 1
-        self._run(entry)
+        self._pop_run(heap)
         return True
-
-    @staticmethod
-    def _run(entry):
-        """Run a popped entry's callback: post()'s bare one, or an Event (no longer alive)."""
-        event = entry[2]
-        if event is None:
-            entry[3](*entry[4])
-        else:
-            event.alive = False
-            event.fn(*event.args)
 
     def signal(self):
         """Something a stop condition may read changed (a node ended): ``run(stop=...,
@@ -191,32 +203,40 @@ class Engine:
         """run() without a stop condition, or with one asked only after a signal().
 
         Why its own loop: it is the loop of every simulated event of a benchmark's phase.
-        It pops first and looks after (a cancelled or moved entry is handled as ``_top``
+        It pops first and looks after (a cancelled or moved entry is handled as ``_next``
         does, an entry past until goes back), unpacks the entry once, and asks nothing
-        per event but whether signal() was called; _run_asking reads the top entry
-        before popping it and calls stop() after every event. Same events, in the same
-        order, with the same clock and counters (tests/test_sim_engine_signal.py)."""
-        heap, pop, push = self._heap, heapq.heappop, heapq.heappush
+        per event but whether signal() was called; _run_asking asks ``_next`` for the
+        next entry before popping it and calls stop() after every event. Same events, in
+        the same order, with the same clock and counters (tests/test_sim_engine_signal.py)."""
+        heap, posts, pop, push = self._heap, self._posts, heapq.heappop, heapq.heappush
         limit = float('inf') if until is None else until
         seen = self.signals
-        while True:                     # not "while heap": CPython 3.11 specialises a
-            if not heap:                # loop's code on its JUMP_BACKWARD, which that
-                break                   # loop lacks (it ran three times slower)
-            when, seq, event, fn, args = pop(heap)
-            if event is not None:       # at()'s Event: cancelled or moved (as _top)
+        # "while True" and a break, not "while heap": CPython 3.11 specialises a loop's
+        # code on its JUMP_BACKWARD, which "while cond:" lacks (it ran three times slower)
+        while True:
+            # a posted entry is next? Their times first (one float comparison); the
+            # entries, (time, sequence) tuples, only when an Event is not later
+            if posts and (not heap or posts[0][0] < heap[0][0] or posts[0] < heap[0]):
+                when, seq, fn, args = pop(posts)
+                if when > limit:
+                    push(posts, (when, seq, fn, args))
+                    break
+            elif heap:                  # an Event: cancelled or moved (as _next), or due
+                when, seq, event = pop(heap)
                 if not event.alive:
                     self._dead = max(0, self._dead - 1)
                     continue
                 if seq != event.seq:
                     event.filed = event.when
-                    push(heap, (event.when, event.seq, event, None, None))
+                    push(heap, (event.when, event.seq, event))
                     continue
-            if when > limit:
-                push(heap, (when, seq, event, fn, args))
-                break
-            if event is not None:
+                if when > limit:
+                    push(heap, (when, seq, event))
+                    break
                 event.alive = False
                 fn, args = event.fn, event.args
+            else:
+                break
             self.now = when
             self.events += 1
             fn(*args)
@@ -226,32 +246,27 @@ class Engine:
                     return 'stop'
         if until is not None:
             self.now = max(self.now, until)
-        return 'idle' if not heap else 'until'
+        return 'idle' if not heap and not posts else 'until'
 
     def _run_asking(self, until, stop):
         """run() asking stop() after every event (a condition that signal() does not
         announce: what topologies and the runner's waits ask)."""
-        heap, pop = self._heap, heapq.heappop
         while True:
             if stop():
                 return 'stop'
-            entry = self._top()
-            if entry is None:
+            heap = self._next()
+            if heap is None:
                 if until is not None:
                     self.now = max(self.now, until)
                 return 'idle'
-            when = entry[0]
-            if until is not None and when > until:
+            if until is not None and heap[0][0] > until:
                 self.now = max(self.now, until)
                 return 'until'
-            pop(heap)
-            self.now = when
-            self.events += 1
-            self._run(entry)
+            self._pop_run(heap)
 
     def pending(self):
         """How many events are scheduled (cancelled ones not yet popped included)."""
-        return len(self._heap)
+        return len(self._heap) + len(self._posts)
 
 
 class _FiledEvent(Event):
