@@ -69,7 +69,7 @@ class ClientCore:
         pref = self.storing(name)      # Ring.preference gives a new list every time
         if not self.down:           # the usual case: no list built again
             return pref
-        return [s for s in pref if s not in self.down] + [s for s in pref if s in self.down]
+        return _down_last(pref, self.down)
 
     def mark_down(self, server):
         """Remember that server failed; later lookups try it last."""
@@ -78,6 +78,13 @@ class ClientCore:
     def mark_up(self, server):
         """Remember that server answered again."""
         self.down.discard(server)
+
+
+def _down_last(pref, down):
+    """pref with the servers in down moved to its end, each part in its order. A function
+    of its own: a comprehension inside candidates() would make candidates keep self in a
+    closure cell, one made on every call of CPython 3.11 (every search asks it)."""
+    return [s for s in pref if s not in down] + [s for s in pref if s in down]
 
 
 _NONE = object()        # no such request (a deadline may be None)

@@ -323,23 +323,30 @@ class Conn:
         end that is closed the data is answered with a reset."""
         if self.state == 'closed':
             if sender.state != 'closed':
-                self._control(sender, lambda t: sender._lost('connection reset by peer'))
+                self._reset(sender)
             return
         # The ACK reaches the sender one path delay from now; the sender takes it in when
         # it next sends or is woken for it (no event per ACK: most never matter).
-        sender.acks.append((self.engine.now + self.back, len(data)))
+        n = len(data)
+        sender.acks.append((self.engine.now + self.back, n))
         if sender.wake is None and (sender.out or sender.state == 'closing'):
             sender._pump()
-        if seq == self.expect and not self.early and self.protocol is not None \
+        protocol = self.protocol
+        if seq == self.expect and not self.early and protocol is not None \
                 and self.state != 'connecting':     # in order, nothing waiting: hand it on
             self.expect += 1
-            self.bytes_received += len(data)
-            self.protocol.data_received(self, data)
+            self.bytes_received += n
+            protocol.data_received(self, data)
             return
         if seq < self.expect or seq in self.early:
             return
         self.early[seq] = data
         self._arrive_in_order()
+
+    def _reset(self, sender):
+        """Answer data that reached this closed end with a reset (a method of its own, so
+        that _arrive's sender is no closure cell: CPython makes one per call otherwise)."""
+        self._control(sender, lambda t: sender._lost('connection reset by peer'))
 
     def _arrive_in_order(self):
         """Hand the application every train that is next in order (None is the FIN); not
