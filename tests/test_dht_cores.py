@@ -107,9 +107,9 @@ def test_batching_with_replicas_and_frame_limit():
 
 def test_channel_window_ids_and_errors():
     ch = Channel('s1', window=2, timeout=1.0)
-    r1, d1 = ch.send(codec.Search, 0.0, 'a')
+    r1, d1 = ch.send(codec.Search, 0.0, ('a',))
     assert ch.can_send()
-    r2, d2 = ch.send(codec.Search, 0.5, 'b')
+    r2, d2 = ch.send(codec.Search, 0.5, ('b',))
     assert not ch.can_send() and r1 != r2
     assert ch.next_deadline() == 1.0 and not ch.expired(0.9) and ch.expired(1.0)
     # Replies may be matched out of order by id.
@@ -119,7 +119,7 @@ def test_channel_window_ids_and_errors():
     assert ch.can_send() and ch.next_deadline() is None
     with pytest.raises(ChannelError):
         ch.receive(codec.encode(codec.Ack(999, 0)), 1.0)
-    r3, _ = ch.send(codec.Search, 2.0, 'c')
+    r3, _ = ch.send(codec.Search, 2.0, ('c',))
     assert ch.fail() == [r3] and ch.can_send()
 
 

@@ -109,14 +109,17 @@ class Channel:
         """Return True if the window has room for another request."""
         return len(self.outstanding) < self.window
 
-    def send(self, kind, now, *fields):
-        """Build request kind(req, *fields); return (req, frame bytes). A SEARCH (one per
-        search of every client) is encoded from its fields (`codec.encode_search`), without
-        a `codec.Search` object: the channel keeps only each request's deadline."""
+    def send(self, kind, now, fields):
+        """Build request kind(req, *fields) (fields: a tuple); return (req, frame bytes). A
+        SEARCH (one per search of every client) is encoded from its one field, the name
+        (`codec.encode_search`), without a `codec.Search` object: the channel keeps only
+        each request's deadline. (fields as one tuple, not *fields: a call with a star
+        costs CPython 3.11 about 1,000 instructions more, twice a search.)"""
         req = self._next_req
         self._next_req = (req + 1) & 0xFFFFFFFF or 1
         if kind is codec.Search:
-            data = codec.encode_search(req, *fields)
+            (name,) = fields
+            data = codec.encode_search(req, name)
         else:
             data = codec.encode(kind(req, *fields))
         self.outstanding[req] = now + self.timeout if self.timeout else None

@@ -311,7 +311,7 @@ class ClientOps:
 
     def _send(self, srv, op, kind, fields, now):
         """Send op's request kind(fields) on srv, open with room in its window."""
-        req, data = srv.channel.send(kind, now, *fields)
+        req, data = srv.channel.send(kind, now, fields)
         srv.ops[req] = op
         self._timed[srv] = None
         self.messages_sent += 1
