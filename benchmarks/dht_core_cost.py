@@ -74,7 +74,7 @@ def client_register(n, repeat):
     def once(_):
         channel = Channel('s1')
         t0 = time.perf_counter()
-        channel.send(codec.Register, 0.0, ADDR, batch)
+        channel.send(codec.Register, 0.0, (ADDR, batch))
         return time.perf_counter() - t0
     return _median(once, repeat)
 

@@ -165,3 +165,20 @@ def test_disk_error_reported_by_the_driver_fails_without_resuming():
     assert not rec['ok'] and rec['error'] == 'cannot write: disk full' and core.finished()
     assert [a.conn[1] for a in acts if type(a).__name__ == 'Close'] == [PEER1]
     assert not any(type(a).__name__ == 'Connect' for a in acts)        # no resume
+
+
+def test_only_a_write_keeps_a_waiting_set():
+    """A search or download asks one server at a time (op.server): it builds no set of
+    servers to wait for, as a write does (stop 41: one set made and dropped per search)."""
+    net = MemNet(n=4, replicas=1, limit=4)
+    register_all(net, NAMES, PEER1)
+    net.core.submit([('search', NAMES[0]), ('search', NAMES[1])], net.now)
+    ops = list(net.core.active.values())
+    assert ops and all(op.kind == 'search' for op in ops)
+    assert not any(hasattr(op, 'waiting') for op in ops)
+    net.core.submit([('register', codec.Register, (NAMES[2],), ('s1', 's2'), PEER2, False)],
+                    net.now)
+    (write,) = [op for op in net.core.active.values() if op.kind == 'register']
+    assert write.waiting == {'s1', 's2'}
+    recs = net.run([])
+    assert len(recs) == 3 and all(r['ok'] for r in recs)

@@ -69,7 +69,7 @@ def test_a_name_keeps_at_most_max_holders_and_its_reply_fits_a_frame():
     assert isinstance(bad, codec.Error) and 'longer than %d bytes' % MAX_NAME in bad.text
     # The client's channel (default frame limit) takes the largest reply there is.
     ch = Channel('s1')
-    req, _ = ch.send(codec.Search, 0, POPULAR)
+    req, _ = ch.send(codec.Search, 0, (POPULAR,))
     ((_, got),) = ch.receive(codec.encode(codec.Found(req, POPULAR, found.holders)), 0)
     assert got.holders == found.holders
 

@@ -220,15 +220,13 @@ class ClientOps:
             self._end(op, False, now, error=err, **({} if op.kind == 'download' else
                                                     {'holders': 0}))
             return
-        op.server = op.candidates.pop(0)
-        op.waiting = {op.server}
+        op.server = op.candidates.pop(0)     # asked alone: no waiting set (a write's)
         self._request(op.server, op, codec.Search, (op.name,), now)
 
     def _reply(self, op, server, reply, now):
         """A reply (or a failure, reply None + text) for op from server."""
         if isinstance(reply, str):
             failure, reply = reply, None
-        op.waiting.discard(server)
         if op.kind in ('search', 'download') and op.download is None:
             if reply is None:
                 op.failures.append('%s: %s' % (server, failure))
@@ -248,6 +246,7 @@ class ClientOps:
             self._end(op, False, now, error=err, **({'holders': 0} if op.kind == 'search'
                                                     else {}))
             return
+        op.waiting.discard(server)          # a write: every server of op.waiting answers
         if type(reply) is not codec.Ack:
             op.errors.append('%s: %s' % (server, failure if reply is None else reply.text))
         if not op.waiting:
@@ -263,7 +262,6 @@ class ClientOps:
             self._reply(op, server, codec.NotFound(req, name) if holders is None
                         else codec.Found(req, name, holders), now)
             return
-        op.waiting.discard(server)
         if self.routing.down:
             self.routing.mark_up(server)
         if holders is None:
@@ -313,7 +311,7 @@ class ClientOps:
 
     def _send(self, srv, op, kind, fields, now):
         """Send op's request kind(fields) on srv, open with room in its window."""
-        req, data = srv.channel.send(kind, now, *fields)
+        req, data = srv.channel.send(kind, now, fields)
         srv.ops[req] = op
         self._timed[srv] = None
         self.messages_sent += 1

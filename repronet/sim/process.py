@@ -95,11 +95,11 @@ class _Guarded:
 
     def data_received(self, conn, data):
         proc = self.proc
-        if proc.cpu is not None:
+        if proc.direct:
+            self.inner.data_received(conn, data)        # _call's common case, inlined
+        elif proc.cpu is not None:
             first, self.fresh = self.fresh, False
             proc._call_sized(len(data), self.inner.data_received, conn, data, first=first)
-        elif proc.returncode is None and not proc.paused:
-            self.inner.data_received(conn, data)        # _call's common case, inlined
         else:
             proc._call_sized(0, self.inner.data_received, conn, data)
 
@@ -136,6 +136,7 @@ class SimProcess:
         seed = zlib.crc32(name.encode()) ^ (backend.seed & 0xffffffff)
         self.rng = random.Random(seed)
         self.cpu = backend.cpu
+        self._redirect()
 
     # -- the program's side (env) -------------------------------------------------------
     def now(self):
@@ -201,6 +202,7 @@ class SimProcess:
         if self.returncode is not None:
             return
         self.returncode = code
+        self._redirect()
         self.engine.signal()        # a stop condition waiting for this may be true now
         if self.cpu is not None:
             self.cpu.exited(self)
@@ -276,18 +278,27 @@ class SimProcess:
     def pause(self):
         """SIGSTOP: nothing of the node runs; what arrives waits."""
         self.paused = True
+        self._redirect()
 
     def resume(self):
         """SIGCONT: what waited runs now, in order."""
         self.paused = False
+        self._redirect()
         held, self.held = self.held, []
         for nbytes, first, fn, args in held:     # charged then, bytes and all
             self.engine.at(self.engine.now, self._call_held, nbytes, first, fn, args)
 
     # -- internals ----------------------------------------------------------------------
+    def _redirect(self):
+        """Set direct: True when a callback of the program runs at once, as it is (no CPU
+        model, not ended, not paused), so that _call and a connection's data_received read
+        one attribute rather than three. Called wherever one of those changes: cpu is set
+        once, returncode by exit(), paused by pause() and resume()."""
+        self.direct = self.cpu is None and self.returncode is None and not self.paused
+
     def _call(self, fn, *args):
         """Run a callback of the program unless it ended; hold it while paused; charge CPU."""
-        if self.cpu is None and self.returncode is None and not self.paused:
+        if self.direct:
             fn(*args)                       # the common case, without a second call
         else:
             self._call_sized(0, fn, *args)
