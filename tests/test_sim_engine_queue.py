@@ -7,9 +7,10 @@ entries lazily and rebuilds a heap that is mostly cancelled ones. None of that m
 which callback runs when. Here a reference written the plain way (a retime is a cancel and
 a new entry; a cancel marks a sequence) and each engine run the same random script of at,
 post, trains posting hop after hop, retime, cancel (from outside and from inside events),
-timers armed and cancelled in bulk (outside or inside an event), step, run(until),
-run(stop) and next_time; times come from a few values, so ties between posts and Events,
-and moved Events landing on a pending time, are common. Every callback, its time, what
+timers armed and cancelled in bulk (outside or inside an event), Events that post or file
+an Event from inside themselves (at now too), step, run(until), run(stop) and next_time;
+times come from a few values, so ties between posts and Events, and moved Events landing
+on a pending time, are common. Every callback, its time, what
 each run returned, the clock, the counter and next_time() must agree, with the engine's
 rebuild threshold as it is and at 2 (rebuilds all the time)."""
 
@@ -31,6 +32,7 @@ SCRIPT = st.lists(st.one_of(
     st.tuples(st.just('cancel'), st.integers(0, 40)),
     st.tuples(st.just('inner'), st.integers(0, 40), st.one_of(st.none(), OFFSETS), OFFSETS),
     st.tuples(st.just('churn'), st.integers(1, 8), OFFSETS, st.booleans()),
+    st.tuples(st.just('relay'), OFFSETS, OFFSETS, st.booleans()),
     st.tuples(st.just('step')),
     st.tuples(st.just('run'), HORIZONS),
     st.tuples(st.just('wait'), st.integers(0, 5), HORIZONS),
@@ -126,6 +128,15 @@ class _Script:
         self.note(tag)
         self.touch(i, offset)
 
+    def relay(self, tag, offset, event):
+        """An Event (a reply's handler) that posts a callback, or files an Event, from inside
+        itself, at now or later, while other Events and posts may be due at the same time."""
+        self.note(tag)
+        if event:
+            self.handles.append(self.q.at(self.q.now + offset, self.note, tag + '?'))
+        else:
+            self.q.post(self.q.now + offset, self.note, (tag + '!',))
+
     def churn(self, tag, n, offset):
         """Timers armed and cancelled at once (idle timers): what makes a heap rebuild."""
         for _ in range(n):
@@ -157,6 +168,8 @@ class _Script:
             self.touch(step[1], None)
         elif kind == 'inner':
             self.handles.append(q.at(q.now + step[3], self.poke, tag, step[1], step[2]))
+        elif kind == 'relay':
+            self.handles.append(q.at(q.now + step[1], self.relay, tag, step[2], step[3]))
         elif kind == 'churn' and step[3]:
             q.post(q.now + step[2], self.churn, (tag, step[1], step[2]))
         elif kind == 'churn':

@@ -142,16 +142,24 @@ class Engine:
             if posts and posts[0] < entry:
                 return posts
             event = entry[2]
-            if not event.alive:
-                pop(heap)
-                self._dead = max(0, self._dead - 1)
-            elif entry[1] != event.seq:
-                pop(heap)
-                event.filed = event.when
-                heapq.heappush(heap, (event.when, event.seq, event))
-            else:
+            if event.alive and entry[1] == event.seq:
                 return heap
+            pop(heap)
+            self._settle(event)
         return posts if posts else None
+
+    def _settle(self, event):
+        """An Event whose entry came up but is not due (``_next``, run's loops): cancelled,
+        it is dropped (one cancelled entry fewer in the heap); moved later (``retime``), it
+        is filed again at its time, under its sequence."""
+        if not event.alive:
+            self._dead = max(0, self._dead - 1)
+        else:
+            self._refile(event)
+
+    def _refile(self, event):
+        event.filed = event.when
+        heapq.heappush(self._heap, (event.when, event.seq, event))
 
     def _pop_run(self, heap):
         """Take the top entry of heap (``_next``'s) and run its callback: post()'s bare one,
@@ -203,8 +211,8 @@ class Engine:
         """run() without a stop condition, or with one asked only after a signal().
 
         Why its own loop: it is the loop of every simulated event of a benchmark's phase.
-        It pops first and looks after (a cancelled or moved entry is handled as ``_next``
-        does, an entry past until goes back), unpacks the entry once, and asks nothing
+        It pops first and looks after (a cancelled or moved entry goes to ``_settle``,
+        as ``_next``'s does; an entry past until goes back), unpacks the entry once, and asks nothing
         per event but whether signal() was called; _run_asking asks ``_next`` for the
         next entry before popping it and calls stop() after every event. Same events, in
         the same order, with the same clock and counters (tests/test_sim_engine_signal.py)."""
@@ -214,21 +222,18 @@ class Engine:
         # "while True" and a break, not "while heap": CPython 3.11 specialises a loop's
         # code on its JUMP_BACKWARD, which "while cond:" lacks (it ran three times slower)
         while True:
-            # a posted entry is next? Their times first (one float comparison); the
-            # entries, (time, sequence) tuples, only when an Event is not later
+            # a posted entry is next? (_next's test, posts[0] < entry) Their times first
+            # (one float comparison); the (time, sequence) tuples only when the post's
+            # time is not the earlier
             if posts and (not heap or posts[0][0] < heap[0][0] or posts[0] < heap[0]):
                 when, seq, fn, args = pop(posts)
                 if when > limit:
                     push(posts, (when, seq, fn, args))
                     break
-            elif heap:                  # an Event: cancelled or moved (as _next), or due
+            elif heap:                  # an Event: cancelled or moved (_settle), or due
                 when, seq, event = pop(heap)
-                if not event.alive:
-                    self._dead = max(0, self._dead - 1)
-                    continue
-                if seq != event.seq:
-                    event.filed = event.when
-                    push(heap, (event.when, event.seq, event))
+                if not event.alive or seq != event.seq:
+                    self._settle(event)
                     continue
                 if when > limit:
                     push(heap, (when, seq, event))
@@ -321,16 +326,15 @@ class EventHeapEngine(Engine):
         heap, pop = self._heap, heapq.heappop
         while heap:
             event = heap[0]
-            if not event.alive:
-                pop(heap)
-                self._dead = max(0, self._dead - 1)
-            elif event.fseq != event.seq:
-                pop(heap)
-                event.filed, event.fseq = event.when, event.seq
-                heapq.heappush(heap, event)
-            else:
+            if event.alive and event.fseq == event.seq:
                 return event
+            pop(heap)
+            self._settle(event)
         return None
+
+    def _refile(self, event):
+        event.filed, event.fseq = event.when, event.seq
+        heapq.heappush(self._heap, event)
 
     def next_time(self):
         event = self._top()
