@@ -27,6 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIG = 64 * 1024 * 1024          # sparse; more than loopback socket buffers hold
 SMALL = b'a small shared file\n' * 500
 ESTABLISHED = 1                 # struct tcp_info's tcpi_state
+READY_S = 120                   # a peer says it is ready after hashing its share at start: 2 GiB
+                                # (the hashing test's) took over 30 s at a load average of 10
 
 
 class Peer:
@@ -41,8 +43,8 @@ class Peer:
                                    '--listen', '127.0.0.1:0', '--share', self.share, *flags],
                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=self.err, text=True,
                                   preexec_fn=limit)
-        ready, _, _ = select.select([self.p.stdout], [], [], 30)
-        assert ready, 'the peer printed nothing in 30 s'
+        ready, _, _ = select.select([self.p.stdout], [], [], READY_S)
+        assert ready, 'the peer printed nothing in %d s' % READY_S
         self.ready = json.loads(self.p.stdout.readline())
         self.addr = ('127.0.0.1', int(self.ready['listen'].rsplit(':', 1)[1]))
 
