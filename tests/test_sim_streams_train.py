@@ -40,6 +40,6 @@ def test_a_train_hands_each_callback_its_own_fields():
 
 def test_an_arrival_makes_no_closure_cell():
     """Conn._arrive runs for every train; a lambda over its sender would make the sender a
-    closure cell, one made on every call under CPython 3.11 (stop 41 moved it to _reset)."""
+    closure cell, one made on every call under CPython 3.11 (stop 41 moved it to _tell_lost, which abort uses too)."""
     from repronet.sim.streams import Conn
     assert Conn._arrive.__code__.co_cellvars == ()

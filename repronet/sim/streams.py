@@ -46,6 +46,9 @@ from repronet.sim.stream_sizes import (  # noqa: F401 (streams.MSS etc. for thei
     TCP_OVERHEAD, TRAIN_BYTES, WINDOW, _packets, train_bytes, window)
 
 
+RESET = 'connection reset by peer'     # what an end hears when the other aborted or was closed
+
+
 class _Train(tuple):
     """One transmission of a data train, (conn, seq, data, losses, sent_at, packets), as
     Network.send_train calls it back: it arrived (the peer takes it), was lost (resent
@@ -162,7 +165,7 @@ class Conn:
         self.state = 'closing'
         self._maybe_fin()
 
-    def abort(self, why='connection reset by peer'):
+    def abort(self, why=RESET):
         """End the connection now (this end's protocol hears nothing more); the peer
         hears ``why`` one path delay later."""
         if self.state == 'closed':
@@ -173,7 +176,7 @@ class Conn:
         self.out.clear()
         peer = self.peer
         if peer is not None and peer.state != 'closed':
-            self._control(peer, lambda t: peer._lost(why))
+            self._tell_lost(peer, why)
 
     # -- handshake ----------------------------------------------------------------------
     def _syn(self, attempt):
@@ -319,7 +322,7 @@ class Conn:
         end that is closed the data is answered with a reset."""
         if self.state == 'closed':
             if sender.state != 'closed':
-                self._reset(sender)
+                self._tell_lost(sender)
             return
         # The ACK reaches the sender one path delay from now; the sender takes it in when
         # it next sends or is woken for it (no event per ACK: most never matter).
@@ -339,9 +342,11 @@ class Conn:
         self.early[seq] = data
         self._arrive_in_order()
 
-    def _reset(self, sender):
-        """Answer data at this closed end with a reset (not in _arrive: a closure cell)."""
-        self._control(sender, lambda t: sender._lost('connection reset by peer'))
+    def _tell_lost(self, other, why=RESET):
+        """The other end loses the connection (``why``) one path delay from now: this end
+        was aborted, or data reached it closed (a reset). Its own method, not a lambda in
+        _arrive or abort: a lambda over a local makes a closure cell on every call."""
+        self._control(other, lambda t: other._lost(why))
 
     def _arrive_in_order(self):
         """Hand the application every train that is next in order (None is the FIN); not
