@@ -240,10 +240,7 @@ def test_the_simulated_log_keeps_records_and_writes_in_order_and_spills(tmp_path
                      'name': 'f%d' % rng.randrange(10 ** 6), 'ok': rng.random() < 0.9,
                      'latency': rng.random() * 1e-3, 'server': 's1', 'bytes': 0, 'holders': 1}
                     for _ in range(rng.choice([1, 1, 2, 50]))]
-            if len(recs) == 1:
-                log.record(recs[0])
-            else:
-                log.records(recs)
+            log.records(recs)
             expected.extend(logline.line(rec['t'], 'op', {k: v for k, v in rec.items()
                                                            if k not in ('t', 'event')})
                             for rec in recs)
@@ -258,7 +255,7 @@ def test_the_simulated_log_keeps_records_and_writes_in_order_and_spills(tmp_path
 
 def test_a_node_process_log_writes_many_records_as_each_alone():
     """nodes.dht.common.JsonLog.records (a real client's op records at its end) writes what
-    record() of each wrote, json.dumps's bytes, in one write."""
+    records() of each alone writes, json.dumps's bytes, in one write."""
     import io
     from nodes.dht.common import JsonLog
     rng = random.Random(41)
@@ -267,7 +264,7 @@ def test_a_node_process_log_writes_many_records_as_each_alone():
              'bytes': i, **({'holders': 1} if i % 3 else {'error': 'x'})} for i in range(300)]
     alone, together = JsonLog(io.StringIO()), JsonLog(io.StringIO())
     for rec in recs:
-        alone.record(rec)
+        alone.records([rec])
     together.records(recs)
     expected = ''.join(json.dumps(rec, separators=(',', ':')) + '\n' for rec in recs)
     assert together.stream.getvalue() == alone.stream.getvalue() == expected

@@ -28,12 +28,9 @@ class JsonLog:
         if flush:
             self.stream.flush()
 
-    def record(self, rec):
-        """write(**rec) for a record that holds its own t and event (``logline.record``)."""
-        self.stream.write(logline.record(rec))
-
     def records(self, recs):
-        """record() of each of recs, in one write (``logline.records``)."""
+        """write(**rec) of each of recs, records that hold their own t and event (a client's
+        op records at its end), in one write (``logline.records``)."""
         self.stream.write(logline.records(recs))
 
 

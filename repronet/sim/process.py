@@ -57,12 +57,9 @@ class _Log:
         if event == 'ready':
             self.proc.is_ready = True
 
-    def record(self, rec):
-        """write(**rec) for a record that holds its own t and event (``logline.record``)."""
-        self.text(logline.record(rec))
-
     def records(self, recs):
-        """record() of each of recs, as one text (``logline.records``)."""
+        """write(**rec) of each of recs, records that hold their own t and event (a client's
+        op records at its end), as one text (``logline.records``)."""
         self.text(logline.records(recs))
 
     def text(self, line, flush=False):
